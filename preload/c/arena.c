@@ -1,0 +1,603 @@
+/* libirdma-emu-preload: the shared arena for the provider's rings.
+ *
+ * libirdma allocates the memory the device polls — SQ/RQ rings with their
+ * shadow area, CQ rings, CQ shadow areas — with memalign(4096, ...)
+ * (irdma_alloc_hw_buf in providers/irdma/uverbs.c) and registers it with
+ * REG_MR of reg_type QP or CQ. The daemon must reach it zero-copy, so
+ * page-aligned allocations whose caller lies in an object named libirdma*
+ * are served from a memfd mapped MAP_SHARED, and every piece of that memfd
+ * is announced to the daemon with a MEM message (docs/preload.md). Every
+ * other allocation goes to libc untouched.
+ *
+ * Layout: one address range of ARENA_RESERVE bytes is reserved PROT_NONE at
+ * the first such allocation; the memfd is mapped at its start and grows
+ * (ftruncate, then one more MAP_FIXED piece) as needed, so memfd offset and
+ * address differ by a constant and free() recognises arena pointers with one
+ * range check. The memfd is sparse: a piece costs memory only where it is
+ * touched. Allocations are whole pages (a 64-byte shadow area gets a page of
+ * its own, so it shares its page with nothing else).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "iemu.h"
+
+#define ARENA_RESERVE (4ULL << 30) /* address space, not memory */
+#define ARENA_MIN_GROW (1UL << 20)
+#define PROBE_PAGES 4096 /* mincore window when copying the arena in a fork child */
+
+struct ext {
+	uintptr_t addr;
+	size_t len;
+	int used;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	uintptr_t lo;    /* reservation start; read without the lock by free() */
+	int failed;      /* reservation impossible: never retry */
+	int memfd;       /* -1 until the first piece */
+	dev_t mdev;      /* its identity: the program may close it behind */
+	ino_t mino;      /* our back (closefrom) and reuse the number */
+	uintptr_t start; /* address of memfd offset 0 */
+	size_t fsize;    /* memfd size: bytes mapped from start */
+	uintptr_t live;  /* below: never allocated from again (fork, lost memfd) */
+	uintptr_t shared; /* from here up the mapping is MAP_SHARED */
+	struct ext *ext; /* sorted by address, covering [lo, start+fsize) */
+	size_t n, cap;
+	/* statistics, for IRDMA_EMU_DEBUG */
+	unsigned long allocs, frees, fallbacks, pieces;
+	size_t inuse, peak;
+} A = { .lock = PTHREAD_MUTEX_INITIALIZER, .memfd = -1 };
+
+static void *real_memalign, *real_posix_memalign, *real_aligned_alloc, *real_free;
+
+/* dlsym may itself call free; such a free during the lookup of free leaks
+ * its block rather than recursing. */
+static __thread int resolving_free __attribute__((tls_model("initial-exec")));
+
+/* The provider's text, cached once found. */
+static uintptr_t prov_lo, prov_hi;
+static char prov_name[64];
+
+void iemu_arena_init(void)
+{
+	/* Resolve early, before anything but the loader can call free. */
+	resolving_free = 1;
+	(void)iemu_real_slow(&real_free, "free");
+	resolving_free = 0;
+	(void)REAL(memalign);
+	(void)REAL(posix_memalign);
+	(void)REAL(aligned_alloc);
+}
+
+void iemu_arena_lock(void) { pthread_mutex_lock(&A.lock); }
+void iemu_arena_unlock(void) { pthread_mutex_unlock(&A.lock); }
+
+static inline int in_arena(const void *p)
+{
+	uintptr_t lo = __atomic_load_n(&A.lo, __ATOMIC_ACQUIRE);
+	return lo != 0 && (uintptr_t)p >= lo && (uintptr_t)p - lo < ARENA_RESERVE;
+}
+
+/* memfd_ok checks that A.memfd is still our memfd. When the program closed
+ * it (closefrom, close_range, a raw close), the pieces mapped so far stay
+ * shared with the connections that know them, but no new connection can be
+ * told about them: they are retired as after a fork, and the next piece
+ * starts a new memfd. */
+static int memfd_ok(void)
+{
+	struct stat st;
+
+	if (A.memfd < 0)
+		return 0;
+	if (syscall(SYS_fstat, A.memfd, &st) == 0 && st.st_dev == A.mdev && st.st_ino == A.mino)
+		return 1;
+	iemu_dbg("arena: the memfd (fd %d) was closed behind our back; starting a new one", A.memfd);
+	A.memfd = -1; /* the number is not ours any more: never close it */
+	A.live = A.start + A.fsize;
+	A.start = A.live;
+	A.fsize = 0;
+	return 0;
+}
+
+int iemu_arena_extent(uintptr_t *addr, size_t *len, uint64_t *fdoff, int *memfd)
+{
+	if (!memfd_ok() || A.fsize == 0)
+		return 0;
+	*addr = A.start;
+	*len = A.fsize;
+	*fdoff = 0;
+	*memfd = A.memfd;
+	return 1;
+}
+
+/* ---------------------------------------------------------------------
+ * Who is calling
+ */
+
+struct find {
+	uintptr_t pc, lo, hi;
+	int found;
+};
+
+static int phdr_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct find *f = data;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	int has = 0;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t a, b;
+		if (ph->p_type != PT_LOAD)
+			continue;
+		a = info->dlpi_addr + ph->p_vaddr;
+		b = a + ph->p_memsz;
+		if (a < lo)
+			lo = a;
+		if (b > hi)
+			hi = b;
+		if (f->pc >= a && f->pc < b)
+			has = 1;
+	}
+	if (!has)
+		return 0;
+	f->lo = lo;
+	f->hi = hi;
+	f->found = 1;
+	return 1;
+}
+
+/* from_provider: the return address pc lies in an object whose file name
+ * contains "libirdma". Called without any lock of ours (dladdr and
+ * dl_iterate_phdr take the loader's lock). */
+static int from_provider(uintptr_t pc)
+{
+	uintptr_t hi = __atomic_load_n(&prov_hi, __ATOMIC_ACQUIRE);
+	const char *base;
+	struct find f;
+	Dl_info di;
+
+	if (hi != 0 && pc < hi && pc >= __atomic_load_n(&prov_lo, __ATOMIC_RELAXED))
+		return 1;
+	if (dladdr((void *)pc, &di) == 0 || di.dli_fname == NULL)
+		return 0;
+	base = strrchr(di.dli_fname, '/');
+	base = base != NULL ? base + 1 : di.dli_fname;
+	if (strstr(base, "libirdma") == NULL)
+		return 0;
+	memset(&f, 0, sizeof f);
+	f.pc = pc;
+	dl_iterate_phdr(phdr_cb, &f);
+	pthread_mutex_lock(&A.lock);
+	if (f.found && prov_hi == 0) {
+		size_t k = strlen(base);
+		if (k >= sizeof prov_name)
+			k = sizeof prov_name - 1;
+		memcpy(prov_name, base, k);
+		prov_name[k] = 0;
+		__atomic_store_n(&prov_lo, f.lo, __ATOMIC_RELAXED);
+		__atomic_store_n(&prov_hi, f.hi, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&A.lock);
+	return 1;
+}
+
+/* ---------------------------------------------------------------------
+ * The allocator (A.lock held)
+ */
+
+static int reserve_ext(size_t more)
+{
+	struct ext *e;
+	size_t cap;
+
+	if (A.n + more <= A.cap)
+		return 0;
+	cap = A.cap ? 2 * A.cap : 32;
+	while (cap < A.n + more)
+		cap *= 2;
+	e = realloc(A.ext, cap * sizeof *e);
+	if (e == NULL)
+		return -1;
+	A.ext = e;
+	A.cap = cap;
+	return 0;
+}
+
+static void insert_ext(size_t i, uintptr_t addr, size_t len, int used)
+{
+	memmove(&A.ext[i + 1], &A.ext[i], (A.n - i) * sizeof *A.ext);
+	A.ext[i].addr = addr;
+	A.ext[i].len = len;
+	A.ext[i].used = used;
+	A.n++;
+}
+
+static void remove_ext(size_t i)
+{
+	memmove(&A.ext[i], &A.ext[i + 1], (A.n - i - 1) * sizeof *A.ext);
+	A.n--;
+}
+
+/* take carves len bytes aligned to align out of a free live extent. */
+static void *take(size_t align, size_t len)
+{
+	for (size_t i = 0; i < A.n; i++) {
+		struct ext *e = &A.ext[i];
+		uintptr_t a, end;
+		if (e->used || e->addr < A.live)
+			continue;
+		a = (e->addr + align - 1) & ~(uintptr_t)(align - 1);
+		end = e->addr + e->len;
+		if (a < e->addr || a > end || end - a < len)
+			continue;
+		if (reserve_ext(2) < 0)
+			return NULL;
+		e = &A.ext[i];
+		if (a > e->addr) {
+			insert_ext(i, e->addr, a - e->addr, 0);
+			i++;
+			e = &A.ext[i];
+			e->addr = a;
+			e->len = end - a;
+		}
+		if (e->len > len)
+			insert_ext(i + 1, a + len, e->len - len, 0);
+		e = &A.ext[i];
+		e->len = len;
+		e->used = 1;
+		return (void *)a;
+	}
+	return NULL;
+}
+
+static int grow(size_t need)
+{
+	size_t add, round = ARENA_MIN_GROW;
+	uintptr_t at;
+	void *m;
+
+	if (A.lo == 0) {
+		m = (void *)syscall(SYS_mmap, NULL, (size_t)ARENA_RESERVE, PROT_NONE,
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0L);
+		if (m == MAP_FAILED) {
+			iemu_dbg("arena: cannot reserve %llu bytes of address space (%s): provider "
+				 "rings stay in the heap, unreachable zero-copy",
+				 (unsigned long long)ARENA_RESERVE, strerror(errno));
+			A.failed = 1;
+			return -1;
+		}
+		A.start = A.live = A.shared = (uintptr_t)m;
+		__atomic_store_n(&A.lo, (uintptr_t)m, __ATOMIC_RELEASE);
+	}
+	if (!memfd_ok()) {
+		struct stat st;
+		int fd = (int)syscall(SYS_memfd_create, "irdma-emu-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (fd < 0) {
+			iemu_dbg("arena: memfd_create: %s", strerror(errno));
+			return -1;
+		}
+		if (syscall(SYS_fstat, fd, &st) < 0) {
+			syscall(SYS_close, fd);
+			return -1;
+		}
+		A.memfd = fd;
+		A.mdev = st.st_dev;
+		A.mino = st.st_ino;
+		A.start = A.live;
+		A.fsize = 0;
+	}
+	add = need > A.fsize ? need : A.fsize;
+	add = (add + round - 1) & ~(round - 1);
+	at = A.start + A.fsize;
+	if (at + add > A.lo + ARENA_RESERVE) {
+		add = (need + IEMU_PAGE - 1) & ~(size_t)(IEMU_PAGE - 1);
+		if (at + add > A.lo + ARENA_RESERVE) {
+			iemu_dbg("arena: full (%llu bytes)", (unsigned long long)ARENA_RESERVE);
+			return -1;
+		}
+	}
+	if (reserve_ext(1) < 0)
+		return -1;
+	if (syscall(SYS_ftruncate, A.memfd, (off_t)(A.fsize + add)) < 0) {
+		iemu_dbg("arena: ftruncate: %s", strerror(errno));
+		return -1;
+	}
+	/* The daemon maps the memfd: it must never shrink under it. */
+	if (A.fsize == 0 && syscall(SYS_fcntl, A.memfd, F_ADD_SEALS, F_SEAL_SHRINK) < 0)
+		iemu_dbg("arena: F_SEAL_SHRINK: %s", strerror(errno));
+	m = (void *)syscall(SYS_mmap, (void *)at, add, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+			    A.memfd, (off_t)A.fsize);
+	if (m == MAP_FAILED) {
+		iemu_dbg("arena: mmap: %s", strerror(errno));
+		return -1;
+	}
+	if (A.n > 0 && !A.ext[A.n - 1].used && A.ext[A.n - 1].addr >= A.live &&
+	    A.ext[A.n - 1].addr + A.ext[A.n - 1].len == at)
+		A.ext[A.n - 1].len += add;
+	else
+		insert_ext(A.n, at, add, 0);
+	iemu_announce_mem(at, add, A.fsize, A.memfd);
+	A.fsize += add;
+	A.pieces++;
+	iemu_dbg("arena: piece %lu: %zu bytes at %#lx (memfd offset %zu)", A.pieces, add,
+		 (unsigned long)at, A.fsize - add);
+	return 0;
+}
+
+static void *arena_alloc(size_t align, size_t size, uintptr_t pc, const char *fn)
+{
+	size_t len;
+	void *p = NULL;
+
+	if (size == 0 || size > ARENA_RESERVE)
+		return NULL;
+	len = (size + IEMU_PAGE - 1) & ~(size_t)(IEMU_PAGE - 1);
+	pthread_mutex_lock(&A.lock);
+	if (!A.failed) {
+		p = take(align, len);
+		if (p == NULL && grow(len + align - IEMU_PAGE) == 0)
+			p = take(align, len);
+	}
+	if (p != NULL) {
+		A.allocs++;
+		A.inuse += len;
+		if (A.inuse > A.peak)
+			A.peak = A.inuse;
+	} else {
+		A.fallbacks++;
+	}
+	pthread_mutex_unlock(&A.lock);
+	if (p != NULL)
+		iemu_dbg("arena: %s(%zu, %zu) from %s+%#lx -> %p", fn, align, size, prov_name,
+			 (unsigned long)(pc - prov_lo), p);
+	else
+		iemu_dbg("arena: %s(%zu, %zu) from %s+%#lx not served: falling back to libc", fn, align,
+			 size, prov_name, (unsigned long)(pc - prov_lo));
+	return p;
+}
+
+__attribute__((noinline)) static void arena_free(void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	size_t lo = 0, hi, i;
+	struct ext *e;
+
+	pthread_mutex_lock(&A.lock);
+	hi = A.n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (A.ext[mid].addr < a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	i = lo;
+	if (i == A.n || A.ext[i].addr != a || !A.ext[i].used) {
+		pthread_mutex_unlock(&A.lock);
+		iemu_dbg("arena: free(%p) is no arena allocation: ignored", p);
+		return;
+	}
+	e = &A.ext[i];
+	e->used = 0;
+	A.frees++;
+	A.inuse -= e->len;
+	/* Give the pages back; they read as zeros when reused. */
+	if (madvise((void *)e->addr, e->len, e->addr >= A.live ? MADV_REMOVE : MADV_DONTNEED) < 0)
+		iemu_dbg("arena: madvise: %s", strerror(errno));
+	/* Merge with free neighbours on the same side of the fork line. */
+	if (i + 1 < A.n && !A.ext[i + 1].used && (A.ext[i + 1].addr >= A.live) == (a >= A.live) &&
+	    e->addr + e->len == A.ext[i + 1].addr) {
+		e->len += A.ext[i + 1].len;
+		remove_ext(i + 1);
+	}
+	if (i > 0 && !A.ext[i - 1].used && (A.ext[i - 1].addr >= A.live) == (a >= A.live) &&
+	    A.ext[i - 1].addr + A.ext[i - 1].len == a) {
+		A.ext[i - 1].len += A.ext[i].len;
+		remove_ext(i);
+	}
+	pthread_mutex_unlock(&A.lock);
+}
+
+/* ---------------------------------------------------------------------
+ * fork
+ */
+
+/* privatize replaces [a, a+len) of the shared mapping by a private copy,
+ * read from the memfd (holes read as zeros without allocating) or, for a
+ * retired piece whose memfd is gone, from the mapping itself. */
+static void privatize(uintptr_t a, size_t len, int from_fd)
+{
+	void *tmp = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+	size_t done = 0;
+	long n;
+
+	if (tmp == MAP_FAILED) {
+		iemu_dbg("arena: fork: no memory for a private copy: the child shares the arena");
+		return;
+	}
+	if (!from_fd)
+		memcpy(tmp, (void *)a, len);
+	while (from_fd && done < len) {
+		n = syscall(SYS_pread64, A.memfd, (char *)tmp + done, len - done,
+			    (off_t)(a - A.start + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break; /* beyond the end: zeros */
+		done += (size_t)n;
+	}
+	if (syscall(SYS_mremap, tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)a) == -1) {
+		iemu_dbg("arena: fork: mremap: %s", strerror(errno));
+		syscall(SYS_munmap, tmp, len);
+	}
+}
+
+/* Pages marked MADV_DONTFORK (ibv_fork_init) are absent in the child; the
+ * hole is reserved again so that nothing else lands in the arena's range. */
+static void rehole(uintptr_t a, size_t len)
+{
+	syscall(SYS_mmap, (void *)a, len, PROT_NONE,
+		MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0L);
+}
+
+static void privatize_range(uintptr_t a, uintptr_t end, int from_fd)
+{
+	unsigned char vec[PROBE_PAGES];
+	uintptr_t run, p;
+	int mapped, prev;
+
+	while (a < end) {
+		size_t win = end - a > (size_t)PROBE_PAGES * IEMU_PAGE ? (size_t)PROBE_PAGES * IEMU_PAGE
+								       : end - a;
+		if (syscall(SYS_mincore, (void *)a, win, vec) == 0) {
+			privatize(a, win, from_fd);
+			a += win;
+			continue;
+		}
+		/* Some pages are not there: go page by page, run by run. */
+		run = a;
+		prev = -1;
+		for (p = a; p <= a + win; p += IEMU_PAGE) {
+			mapped = p < a + win && syscall(SYS_mincore, (void *)p, (size_t)IEMU_PAGE, vec) == 0;
+			if (p < a + win && mapped == prev)
+				continue;
+			if (prev == 1)
+				privatize(run, p - run, from_fd);
+			else if (prev == 0)
+				rehole(run, p - run);
+			run = p;
+			prev = mapped;
+		}
+		a += win;
+	}
+}
+
+void iemu_arena_fork_child(void)
+{
+	int have;
+
+	if (A.lo == 0)
+		return;
+	have = memfd_ok(); /* may retire a piece whose memfd is gone */
+	/* The child gets what fork gives private memory: a copy, which the
+	 * parent's device no longer reaches and the child cannot corrupt. */
+	privatize_range(A.shared, A.start, 0);
+	if (have)
+		privatize_range(A.start, A.start + A.fsize, 1);
+	if (have)
+		syscall(SYS_close, A.memfd);
+	A.memfd = -1;
+	A.live = A.shared = A.start = A.start + A.fsize;
+	A.fsize = 0;
+}
+
+void iemu_arena_report(void)
+{
+	if (A.allocs == 0 && A.fallbacks == 0)
+		return;
+	iemu_dbg("arena: %lu allocations (%zu bytes at peak, %zu still in use), %lu frees, "
+		 "%lu pieces (%zu bytes of memfd), %lu fallbacks to libc",
+		 A.allocs, A.peak, A.inuse, A.frees, A.pieces, A.fsize, A.fallbacks);
+}
+
+/* ---------------------------------------------------------------------
+ * Interposed allocation functions
+ */
+
+static inline int wanted(size_t align, size_t size, uintptr_t pc)
+{
+	if (align < IEMU_PAGE || (align & (align - 1)) != 0 || size == 0)
+		return 0;
+	iemu_init();
+	return iemu_env.arena && from_provider(pc);
+}
+
+IEMU_API void *memalign(size_t align, size_t size)
+{
+	uintptr_t pc = (uintptr_t)__builtin_return_address(0);
+	__typeof__(&memalign) f;
+	void *p;
+
+	if (wanted(align, size, pc) && (p = arena_alloc(align, size, pc, "memalign")) != NULL)
+		return p;
+	f = REAL(memalign);
+	if (f == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return f(align, size);
+}
+
+IEMU_API int posix_memalign(void **out, size_t align, size_t size)
+{
+	uintptr_t pc = (uintptr_t)__builtin_return_address(0);
+	__typeof__(&posix_memalign) f;
+	void *p;
+
+	if (wanted(align, size, pc) && (p = arena_alloc(align, size, pc, "posix_memalign")) != NULL) {
+		*out = p;
+		return 0;
+	}
+	f = REAL(posix_memalign);
+	return f != NULL ? f(out, align, size) : ENOMEM;
+}
+
+IEMU_API void *aligned_alloc(size_t align, size_t size)
+{
+	uintptr_t pc = (uintptr_t)__builtin_return_address(0);
+	__typeof__(&aligned_alloc) f;
+	void *p;
+
+	if (wanted(align, size, pc) && (p = arena_alloc(align, size, pc, "aligned_alloc")) != NULL)
+		return p;
+	f = REAL(aligned_alloc);
+	if (f == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return f(align, size);
+}
+
+__attribute__((noinline)) static void free_unresolved(void *p)
+{
+	__typeof__(&free) f;
+
+	if (resolving_free)
+		return;
+	resolving_free = 1;
+	f = (__typeof__(&free))iemu_real_slow(&real_free, "free");
+	resolving_free = 0;
+	if (f != NULL)
+		f(p);
+}
+
+IEMU_API void free(void *p)
+{
+	__typeof__(&free) f;
+
+	if (UNLIKELY(in_arena(p))) {
+		arena_free(p);
+		return;
+	}
+	f = (__typeof__(&free))__atomic_load_n(&real_free, __ATOMIC_ACQUIRE);
+	if (UNLIKELY(f == NULL)) {
+		free_unresolved(p);
+		return;
+	}
+	f(p);
+}

@@ -1,0 +1,74 @@
+/* libirdma-emu-preload: internal declarations shared by the C files.
+ *
+ * The preload stands in for the kernel's uverbs character device; see
+ * docs/preload.md for what it does and docs/attach.md for the protocol it
+ * speaks. Only the interposed libc symbols are exported
+ * (-fvisibility=hidden; IEMU_API marks them).
+ */
+#ifndef IEMU_H
+#define IEMU_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the attach protocol is little-endian; big-endian hosts are not supported"
+#endif
+#if __SIZEOF_POINTER__ != 8
+#error "64-bit (LP64) only"
+#endif
+
+#define IEMU_API __attribute__((visibility("default")))
+
+/* Attach protocol (docs/attach.md). */
+#define IEMU_MAGIC 0x41454449u
+#define IEMU_VERSION 1u
+#define IEMU_HDR 16u
+#define IEMU_MAX_MSG 65536u
+#define IEMU_MAX_FDS 8
+#define IEMU_NAME 64
+enum { IEMU_T_HELLO = 1, IEMU_T_CMD = 2, IEMU_T_MMAP = 3, IEMU_T_MEM = 4 };
+
+#define IEMU_PAGE 4096u
+
+/* Process-wide state, set once by iemu_init. */
+struct iemu_env {
+	int active;            /* IRDMA_EMU_SOCKET and SYSFS_PATH both set */
+	int debug;             /* IRDMA_EMU_DEBUG */
+	int arena;             /* serve the provider's ring allocations from the arena */
+	char sock[108];        /* sockaddr_un path */
+	char sysfs[512];       /* SYSFS_PATH */
+};
+extern struct iemu_env iemu_env;
+extern pid_t iemu_pid; /* this process; updated in a fork child */
+
+void iemu_init(void);
+void iemu_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Real libc functions (the next definition after ours), looked up once. */
+void *iemu_real_slow(void **slot, const char *name) __attribute__((noinline));
+static inline void *iemu_real(void **slot, const char *name)
+{
+	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	return __builtin_expect(f != NULL, 1) ? f : iemu_real_slow(slot, name);
+}
+#define REAL(fn) ((__typeof__(&fn))iemu_real((void **)&real_##fn, #fn))
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Arena (arena.c). The arena lock orders before the fd-table lock. */
+void iemu_arena_init(void);
+void iemu_arena_lock(void);
+void iemu_arena_unlock(void);
+/* With the arena lock held: the part of the arena that new connections are
+ * told about with one MEM. Returns 0 when there is none. */
+int iemu_arena_extent(uintptr_t *addr, size_t *len, uint64_t *fdoff, int *memfd);
+void iemu_arena_fork_child(void);
+void iemu_arena_report(void);
+
+/* preload.c: announce a new arena piece to every connection of this process
+ * (called with the arena lock held). */
+void iemu_announce_mem(uintptr_t addr, size_t len, uint64_t fdoff, int memfd);
+
+#endif

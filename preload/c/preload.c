@@ -1,0 +1,1408 @@
+/* libirdma-emu-preload: the fake uverbs character device.
+ *
+ * /dev/infiniband/uverbsN (for each N the fake sysfs tree under SYSFS_PATH
+ * describes) is faked for stat and friends; open() connects to the daemon's
+ * attach socket (IRDMA_EMU_SOCKET), says HELLO with /proc/self/mem, and
+ * returns the connection's socket as the device descriptor. write() on it
+ * forwards the uverbs command and copies the response back, mmap() maps the
+ * memfd the daemon returns, ioctl() answers ENOTTY (libibverbs then uses the
+ * write() ABI), read() answers EINVAL. Every other descriptor and path goes
+ * straight to libc: the fast path is one bounds check and one load.
+ *
+ * Descriptors are recognised by number (a table indexed by fd) and then by
+ * identity (st_dev/st_ino of the socket, recorded at open), so numbers
+ * closed behind our back (close_range, closefrom, raw syscalls) and reused
+ * are never mistaken for ours.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "iemu.h"
+
+struct iemu_env iemu_env;
+pid_t iemu_pid;
+
+/* ---------------------------------------------------------------------
+ * Real functions
+ */
+
+void *iemu_real_slow(void **slot, const char *name)
+{
+	void *f = dlsym(RTLD_NEXT, name);
+	__atomic_store_n(slot, f, __ATOMIC_RELEASE);
+	return f;
+}
+
+static void *real_open, *real_open64, *real_openat, *real_openat64;
+static void *real___open_2, *real___open64_2, *real___openat_2, *real___openat64_2;
+static void *real_write, *real_read, *real_ioctl, *real_close, *real_mmap, *real_mmap64;
+static void *real_dup, *real_dup2, *real_dup3, *real_fcntl;
+
+#define CALL_REAL(fn, ...)                                                    \
+	({                                                                    \
+		__typeof__(&fn) f_ = REAL(fn);                                \
+		f_ ? f_(__VA_ARGS__) : (errno = ENOSYS, -1);                  \
+	})
+
+/* Internal helpers use raw system calls so that they never re-enter the
+ * interposers (and never go through another preload's). */
+static int sys_close(int fd) { return (int)syscall(SYS_close, fd); }
+static int sys_fstat(int fd, struct stat *st) { return (int)syscall(SYS_fstat, fd, st); }
+
+/* ---------------------------------------------------------------------
+ * Environment and debugging
+ */
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void copy_env(char *dst, size_t n, const char *name)
+{
+	const char *v = getenv(name);
+	dst[0] = 0;
+	if (v == NULL || v[0] == 0)
+		return;
+	if (strlen(v) >= n) {
+		iemu_dbg("%s is too long (%zu bytes, at most %zu): ignored", name, strlen(v), n - 1);
+		return;
+	}
+	memcpy(dst, v, strlen(v) + 1);
+}
+
+static void do_init(void)
+{
+	const char *d = getenv("IRDMA_EMU_DEBUG");
+	iemu_pid = (pid_t)syscall(SYS_getpid);
+	iemu_env.debug = d != NULL && d[0] != 0 && strcmp(d, "0") != 0;
+	copy_env(iemu_env.sock, sizeof iemu_env.sock, "IRDMA_EMU_SOCKET");
+	copy_env(iemu_env.sysfs, sizeof iemu_env.sysfs, "SYSFS_PATH");
+	iemu_env.active = iemu_env.sock[0] != 0 && iemu_env.sysfs[0] != 0;
+	d = getenv("IRDMA_EMU_ARENA");
+	iemu_env.arena = iemu_env.active && !(d != NULL && strcmp(d, "0") == 0);
+	if (iemu_env.debug)
+		iemu_dbg("active=%d socket=%s sysfs=%s arena=%d", iemu_env.active,
+			 iemu_env.sock, iemu_env.sysfs, iemu_env.arena);
+}
+
+void iemu_init(void)
+{
+	pthread_once(&init_once, do_init);
+}
+
+void iemu_dbg(const char *fmt, ...)
+{
+	char buf[768];
+	va_list ap;
+	int n, m;
+
+	if (!iemu_env.debug)
+		return;
+	n = snprintf(buf, sizeof buf, "irdma-emu-preload[%d]: ", (int)iemu_pid);
+	if (n < 0)
+		return;
+	va_start(ap, fmt);
+	m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		return;
+	n += m;
+	if ((size_t)n > sizeof buf - 2)
+		n = sizeof buf - 2;
+	buf[n++] = '\n';
+	if (syscall(SYS_write, 2, buf, (size_t)n) < 0)
+		return;
+}
+
+/* ---------------------------------------------------------------------
+ * The fake character devices
+ */
+
+/* fake_index returns N for "/dev/infiniband/uverbsN" when the sysfs tree
+ * has class/infiniband_verbs/uverbsN/dev, and its device number; else -1. */
+static int fake_index(const char *path, dev_t *rdev)
+{
+	static const char prefix[] = "/dev/infiniband/uverbs";
+	char file[640], buf[32];
+	unsigned maj, min;
+	long n;
+	int fd, idx = 0, i;
+
+	if (path == NULL || path[0] != '/' || strncmp(path, prefix, sizeof prefix - 1) != 0)
+		return -1;
+	iemu_init();
+	if (!iemu_env.active)
+		return -1;
+	path += sizeof prefix - 1;
+	for (i = 0; path[i] >= '0' && path[i] <= '9'; i++) {
+		if (i == 4)
+			return -1;
+		idx = idx * 10 + (path[i] - '0');
+	}
+	if (i == 0 || path[i] != 0)
+		return -1;
+	if (snprintf(file, sizeof file, "%s/class/infiniband_verbs/uverbs%d/dev",
+		     iemu_env.sysfs, idx) >= (int)sizeof file)
+		return -1;
+	fd = (int)syscall(SYS_openat, AT_FDCWD, file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	do
+		n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+	while (n < 0 && errno == EINTR);
+	sys_close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	if (sscanf(buf, "%u:%u", &maj, &min) != 2)
+		return -1;
+	*rdev = makedev(maj, min);
+	return idx;
+}
+
+/* The identity of a fake device, the same for stat(path) and fstat(fd). */
+#define FAKE_DEV makedev(0, 6) /* devtmpfs-like */
+#define FAKE_INO(idx) ((ino_t)0x75766500u + (ino_t)(idx))
+
+#define FILL_STAT(st, idx, rdev)                                              \
+	do {                                                                  \
+		memset((st), 0, sizeof *(st));                                \
+		(st)->st_dev = FAKE_DEV;                                      \
+		(st)->st_ino = FAKE_INO(idx);                                 \
+		(st)->st_mode = S_IFCHR | 0666;                               \
+		(st)->st_nlink = 1;                                           \
+		(st)->st_rdev = (rdev);                                       \
+		(st)->st_blksize = 4096;                                      \
+	} while (0)
+
+/* ---------------------------------------------------------------------
+ * Connections and the descriptor table
+ */
+
+#define FDTAB_SIZE 65536
+#define CONN_MAX_FDS 16
+
+struct conn {
+	pthread_mutex_t lock; /* one request at a time on the socket */
+	pid_t owner;          /* the process that opened it */
+	dev_t sdev;           /* identity of the socket */
+	ino_t sino;
+	int idx;    /* N of uverbsN */
+	dev_t rdev; /* its device number */
+	/* Under tab_lock: */
+	unsigned refs; /* table entries + borrowers */
+	int fds[CONN_MAX_FDS];
+	int nfds;
+	struct conn *next;
+	/* Under lock: */
+	uint32_t seq;
+	int dead; /* errno once the connection is unusable */
+	unsigned char *buf; /* receive buffer, IEMU_MAX_MSG bytes */
+};
+
+static struct conn *fdtab[FDTAB_SIZE];
+static struct conn *conns; /* every live connection, under tab_lock */
+static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static inline int maybe_ours(int fd)
+{
+	return (unsigned)fd < FDTAB_SIZE && __atomic_load_n(&fdtab[fd], __ATOMIC_ACQUIRE) != NULL;
+}
+
+static int same_file(int fd, const struct conn *c)
+{
+	struct stat st;
+	return sys_fstat(fd, &st) == 0 && st.st_dev == c->sdev && st.st_ino == c->sino;
+}
+
+static void conn_free(struct conn *c)
+{
+	struct conn **pp;
+	for (pp = &conns; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	/* A child of fork never touches its parent's locks. */
+	if (c->owner == iemu_pid)
+		pthread_mutex_destroy(&c->lock);
+	free(c->buf);
+	free(c);
+}
+
+/* drop_entry forgets table entry fd; tab_lock held. */
+static void drop_entry(int fd)
+{
+	struct conn *c = fdtab[fd];
+	int i;
+
+	if (c == NULL)
+		return;
+	__atomic_store_n(&fdtab[fd], NULL, __ATOMIC_RELEASE);
+	for (i = 0; i < c->nfds; i++)
+		if (c->fds[i] == fd) {
+			c->fds[i] = c->fds[--c->nfds];
+			break;
+		}
+	if (--c->refs == 0)
+		conn_free(c);
+}
+
+/* add_entry makes fd (a new descriptor of c's socket) ours; tab_lock held.
+ * Any stale entry at fd is dropped first. */
+static int add_entry(int fd, struct conn *c)
+{
+	if ((unsigned)fd >= FDTAB_SIZE || c->nfds == CONN_MAX_FDS)
+		return -1;
+	drop_entry(fd);
+	c->fds[c->nfds++] = fd;
+	c->refs++;
+	__atomic_store_n(&fdtab[fd], c, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* conn_get returns the connection behind fd with a reference, or NULL when
+ * fd is not ours (a stale entry is dropped on the way). */
+static struct conn *conn_get(int fd)
+{
+	struct conn *c;
+
+	if (!maybe_ours(fd))
+		return NULL;
+	pthread_mutex_lock(&tab_lock);
+	c = fdtab[fd];
+	if (c != NULL && !same_file(fd, c)) {
+		iemu_dbg("fd %d was closed behind our back; forgetting it", fd);
+		drop_entry(fd);
+		c = NULL;
+	}
+	if (c != NULL)
+		c->refs++;
+	pthread_mutex_unlock(&tab_lock);
+	return c;
+}
+
+static void conn_put(struct conn *c)
+{
+	pthread_mutex_lock(&tab_lock);
+	if (--c->refs == 0)
+		conn_free(c);
+	pthread_mutex_unlock(&tab_lock);
+}
+
+/* ---------------------------------------------------------------------
+ * Messages
+ */
+
+static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+static void close_fds(const int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		sys_close(fds[i]);
+}
+
+/* wait_io waits for the socket when the program made it non-blocking. */
+static int wait_io(int fd, short ev)
+{
+	struct pollfd p = { .fd = fd, .events = ev };
+	int r;
+	do
+		r = poll(&p, 1, -1);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : 0;
+}
+
+/* transact sends one request (with at most one descriptor) and reads its
+ * reply into c->buf; c->lock held. The reply's payload is c->buf+IEMU_HDR,
+ * *plen bytes; received descriptors (close-on-exec) go to rfds. Returns 0,
+ * or a negative errno after which the connection is unusable. */
+static int transact(struct conn *c, int fd, unsigned type, const void *payload, size_t len,
+		    int sendfd, size_t *plen, int *rfds, int *nrfds)
+{
+	unsigned char hdr[IEMU_HDR];
+	struct iovec iov[2];
+	struct msghdr mh;
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * (IEMU_MAX_FDS + 8))];
+		struct cmsghdr align;
+	} cm;
+	struct cmsghdr *ch;
+	uint32_t seq = ++c->seq;
+	ssize_t n;
+	int r;
+
+	*nrfds = 0;
+	put32(hdr, IEMU_MAGIC);
+	put32(hdr + 4, type); /* type, flags 0 */
+	put32(hdr + 8, seq);
+	put32(hdr + 12, (uint32_t)len);
+	iov[0].iov_base = hdr;
+	iov[0].iov_len = sizeof hdr;
+	iov[1].iov_base = (void *)payload;
+	iov[1].iov_len = len;
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = iov;
+	mh.msg_iovlen = len ? 2 : 1;
+	if (sendfd >= 0) {
+		memset(&cm, 0, sizeof cm);
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int));
+		ch = CMSG_FIRSTHDR(&mh);
+		ch->cmsg_level = SOL_SOCKET;
+		ch->cmsg_type = SCM_RIGHTS;
+		ch->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(ch), &sendfd, sizeof(int));
+	}
+	for (;;) {
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		if (n >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN && (r = wait_io(fd, POLLOUT)) == 0)
+			continue;
+		return -errno;
+	}
+	if ((size_t)n != sizeof hdr + len)
+		return -EIO;
+
+	iov[0].iov_base = c->buf;
+	iov[0].iov_len = IEMU_MAX_MSG;
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cm.buf;
+	mh.msg_controllen = sizeof cm.buf;
+	for (;;) {
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+		if (n >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN && (r = wait_io(fd, POLLIN)) == 0)
+			continue;
+		return -errno;
+	}
+	for (ch = CMSG_FIRSTHDR(&mh); ch != NULL; ch = CMSG_NXTHDR(&mh, ch)) {
+		size_t k, cnt;
+		if (ch->cmsg_level != SOL_SOCKET || ch->cmsg_type != SCM_RIGHTS)
+			continue;
+		cnt = (ch->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (k = 0; k < cnt; k++) {
+			int f;
+			memcpy(&f, CMSG_DATA(ch) + k * sizeof(int), sizeof(int));
+			if (*nrfds < IEMU_MAX_FDS)
+				rfds[(*nrfds)++] = f;
+			else
+				sys_close(f);
+		}
+	}
+	if (n == 0) {
+		close_fds(rfds, *nrfds);
+		*nrfds = 0;
+		return -ECONNRESET; /* the daemon closed the connection */
+	}
+	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n < IEMU_HDR ||
+	    get32(c->buf) != IEMU_MAGIC || get32(c->buf + 4) != type || get32(c->buf + 8) != seq ||
+	    get32(c->buf + 12) != (uint32_t)n - IEMU_HDR) {
+		close_fds(rfds, *nrfds);
+		*nrfds = 0;
+		return -EPROTO;
+	}
+	*plen = (size_t)n - IEMU_HDR;
+	return 0;
+}
+
+/* begin locks c for a request; it fails for a connection inherited across
+ * fork (the verbs rule: a child never uses its parent's context) or one
+ * that broke. Thread cancellation is held off until end(): a request
+ * abandoned half way would leave the lock taken and the replies out of
+ * step. */
+static int begin(struct conn *c, int *cancel)
+{
+	if (c->owner != iemu_pid) {
+		iemu_dbg("a fork child used its parent's device descriptor: EIO");
+		return -EIO;
+	}
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, cancel);
+	pthread_mutex_lock(&c->lock);
+	if (c->dead) {
+		pthread_mutex_unlock(&c->lock);
+		pthread_setcancelstate(*cancel, NULL);
+		return -EIO;
+	}
+	return 0;
+}
+
+static void end(struct conn *c, int cancel)
+{
+	pthread_mutex_unlock(&c->lock);
+	pthread_setcancelstate(cancel, NULL);
+}
+
+static void broke(struct conn *c, int err)
+{
+	iemu_dbg("connection to the daemon lost (%s): the device is gone", strerror(-err));
+	c->dead = -err;
+}
+
+static int send_mem(struct conn *c, int fd, uintptr_t addr, size_t len, uint64_t fdoff, int memfd)
+{
+	unsigned char p[24];
+	int rfds[IEMU_MAX_FDS], nrfds, r;
+	size_t plen;
+
+	put64(p, addr);
+	put64(p + 8, len);
+	put64(p + 16, fdoff);
+	r = transact(c, fd, IEMU_T_MEM, p, sizeof p, memfd, &plen, rfds, &nrfds);
+	if (r < 0) {
+		broke(c, r);
+		return r;
+	}
+	close_fds(rfds, nrfds);
+	if (plen != 4) {
+		broke(c, -EPROTO);
+		return -EPROTO;
+	}
+	r = (int)get32(c->buf + IEMU_HDR);
+	if (r != 0)
+		iemu_dbg("MEM %#lx+%zu refused: %s", (unsigned long)addr, len, strerror(-r));
+	return r;
+}
+
+void iemu_announce_mem(uintptr_t addr, size_t len, uint64_t fdoff, int memfd)
+{
+	struct {
+		struct conn *c;
+		int fd;
+	} *list = NULL;
+	size_t n = 0, cap = 0, i;
+	struct conn *c;
+
+	pthread_mutex_lock(&tab_lock);
+	for (c = conns; c != NULL; c = c->next)
+		if (c->owner == iemu_pid && c->nfds > 0)
+			cap++;
+	if (cap > 0 && (list = malloc(cap * sizeof *list)) == NULL)
+		iemu_dbg("arena: no memory to announce a piece: the device cannot reach it");
+	for (c = conns; list != NULL && c != NULL && n < cap; c = c->next) {
+		if (c->owner != iemu_pid || c->nfds == 0)
+			continue;
+		c->refs++;
+		list[n].c = c;
+		list[n++].fd = c->fds[0];
+	}
+	pthread_mutex_unlock(&tab_lock);
+	for (i = 0; i < n; i++) {
+		int cancel;
+		c = list[i].c;
+		if (begin(c, &cancel) == 0) {
+			if (same_file(list[i].fd, c))
+				send_mem(c, list[i].fd, addr, len, fdoff, memfd);
+			end(c, cancel);
+		}
+		conn_put(c);
+	}
+	free(list);
+}
+
+/* ---------------------------------------------------------------------
+ * open
+ */
+
+/* discard frees a connection that never made it into the table. */
+static void discard(struct conn *c, int fd)
+{
+	pthread_mutex_destroy(&c->lock);
+	free(c->buf);
+	free(c);
+	sys_close(fd);
+}
+
+static int open_device_nocancel(int idx, dev_t rdev, int flags);
+
+static int open_device(int idx, dev_t rdev, int flags)
+{
+	int cancel, fd, err;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	fd = open_device_nocancel(idx, rdev, flags);
+	err = errno;
+	pthread_setcancelstate(cancel, NULL);
+	errno = err;
+	return fd;
+}
+
+static int open_device_nocancel(int idx, dev_t rdev, int flags)
+{
+	struct sockaddr_un sa;
+	struct conn *c;
+	struct stat st;
+	unsigned char hello[16 + IEMU_NAME];
+	char device[IEMU_NAME];
+	int rfds[IEMU_MAX_FDS], nrfds, fd, memfd, r, afd, i;
+	uintptr_t aaddr;
+	size_t alen, plen;
+	uint64_t aoff;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, iemu_env.sock, strlen(iemu_env.sock) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | ((flags & O_CLOEXEC) ? SOCK_CLOEXEC : 0), 0);
+	if (fd < 0) {
+		r = errno;
+		iemu_dbg("socket: %s", strerror(r));
+		errno = r;
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		iemu_dbg("open uverbs%d: cannot reach the daemon at %s: %s", idx, iemu_env.sock,
+			 strerror(errno));
+		sys_close(fd);
+		errno = ENXIO;
+		return -1;
+	}
+	if (fd >= FDTAB_SIZE || sys_fstat(fd, &st) < 0) {
+		sys_close(fd);
+		errno = EMFILE;
+		return -1;
+	}
+	c = calloc(1, sizeof *c);
+	if (c != NULL)
+		c->buf = malloc(IEMU_MAX_MSG);
+	if (c == NULL || c->buf == NULL) {
+		free(c);
+		sys_close(fd);
+		errno = ENOMEM;
+		return -1;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->owner = iemu_pid;
+	c->sdev = st.st_dev;
+	c->sino = st.st_ino;
+	c->idx = idx;
+	c->rdev = rdev;
+
+	/* /proc/self/mem lets the daemon reach buffers registered anywhere. */
+	memfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/mem", O_RDWR | O_CLOEXEC);
+	if (memfd < 0)
+		iemu_dbg("cannot open /proc/self/mem (%s): memory registered outside the arena "
+			 "will be unreachable by the device", strerror(errno));
+	memset(hello, 0, sizeof hello);
+	put32(hello, IEMU_VERSION);
+	put32(hello + 4, (uint32_t)iemu_pid);
+	for (i = 0; program_invocation_short_name != NULL && i < IEMU_NAME - 1 &&
+		    program_invocation_short_name[i] != 0;
+	     i++)
+		hello[16 + i] = (unsigned char)program_invocation_short_name[i];
+	r = transact(c, fd, IEMU_T_HELLO, hello, sizeof hello, memfd, &plen, rfds, &nrfds);
+	if (memfd >= 0)
+		sys_close(memfd);
+	device[0] = 0;
+	if (r == 0) {
+		close_fds(rfds, nrfds);
+		if (plen == 16 + IEMU_NAME) {
+			r = (int32_t)get32(c->buf + IEMU_HDR);
+			memcpy(device, c->buf + IEMU_HDR + 16, IEMU_NAME);
+			device[IEMU_NAME - 1] = 0;
+		} else if (plen == 4) {
+			r = (int32_t)get32(c->buf + IEMU_HDR);
+		} else {
+			r = -EPROTO;
+		}
+		if (r > 0)
+			r = -EPROTO;
+	}
+	if (r != 0) {
+		iemu_dbg("open uverbs%d: the daemon refused: %s", idx, strerror(-r));
+		discard(c, fd);
+		errno = (r == -ECONNRESET || r == -EPIPE) ? ENXIO : -r;
+		return -1;
+	}
+
+	/* Tell the new connection about the arena before anyone can use it;
+	 * holding the arena lock until the connection is listed keeps a
+	 * concurrent growth from being missed. */
+	iemu_arena_lock();
+	if (iemu_arena_extent(&aaddr, &alen, &aoff, &afd) &&
+	    send_mem(c, fd, aaddr, alen, aoff, afd) < 0 && c->dead) {
+		iemu_arena_unlock();
+		discard(c, fd);
+		errno = ENXIO;
+		return -1;
+	}
+	pthread_mutex_lock(&tab_lock);
+	r = add_entry(fd, c);
+	if (r == 0) {
+		c->next = conns;
+		conns = c;
+	}
+	pthread_mutex_unlock(&tab_lock);
+	iemu_arena_unlock();
+	if (r != 0) {
+		discard(c, fd);
+		errno = EMFILE;
+		return -1;
+	}
+	iemu_dbg("open uverbs%d: fd %d, device %s", idx, fd, device);
+	return fd;
+}
+
+static int do_open(const char *path, int flags, mode_t mode, int dirfd, int at,
+		   int (*real)(const char *, int, ...), int (*realat)(int, const char *, int, ...))
+{
+	dev_t rdev;
+	int idx = fake_index(path, &rdev);
+
+	if (idx >= 0)
+		return open_device(idx, rdev, flags);
+	if (at) {
+		if (realat == NULL) {
+			errno = ENOSYS;
+			return -1;
+		}
+		return realat(dirfd, path, flags, mode);
+	}
+	if (real == NULL) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real(path, flags, mode);
+}
+
+static int needs_mode(int flags)
+{
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+#define OPEN_MODE(flags)                                                      \
+	mode_t mode = 0;                                                      \
+	if (needs_mode(flags)) {                                              \
+		va_list ap;                                                   \
+		va_start(ap, flags);                                          \
+		mode = va_arg(ap, mode_t);                                    \
+		va_end(ap);                                                   \
+	}
+
+IEMU_API int open(const char *path, int flags, ...)
+{
+	OPEN_MODE(flags);
+	return do_open(path, flags, mode, 0, 0, REAL(open), NULL);
+}
+
+IEMU_API int open64(const char *path, int flags, ...)
+{
+	OPEN_MODE(flags);
+	return do_open(path, flags, mode, 0, 0, REAL(open64), NULL);
+}
+
+IEMU_API int openat(int dirfd, const char *path, int flags, ...)
+{
+	OPEN_MODE(flags);
+	return do_open(path, flags, mode, dirfd, 1, NULL, REAL(openat));
+}
+
+IEMU_API int openat64(int dirfd, const char *path, int flags, ...)
+{
+	OPEN_MODE(flags);
+	return do_open(path, flags, mode, dirfd, 1, NULL, REAL(openat64));
+}
+
+/* The _FORTIFY_SOURCE entry points. */
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+int __openat_2(int dirfd, const char *path, int flags);
+int __openat64_2(int dirfd, const char *path, int flags);
+
+#define FORTIFY_OPEN(name, ...)                                               \
+	dev_t rdev;                                                           \
+	int idx = fake_index(path, &rdev);                                    \
+	if (idx >= 0)                                                         \
+		return open_device(idx, rdev, flags);                         \
+	return CALL_REAL(name, __VA_ARGS__)
+
+IEMU_API int __open_2(const char *path, int flags) { FORTIFY_OPEN(__open_2, path, flags); }
+IEMU_API int __open64_2(const char *path, int flags) { FORTIFY_OPEN(__open64_2, path, flags); }
+IEMU_API int __openat_2(int dirfd, const char *path, int flags)
+{
+	FORTIFY_OPEN(__openat_2, dirfd, path, flags);
+}
+IEMU_API int __openat64_2(int dirfd, const char *path, int flags)
+{
+	FORTIFY_OPEN(__openat64_2, dirfd, path, flags);
+}
+
+/* ---------------------------------------------------------------------
+ * write, read, ioctl, mmap
+ */
+
+/* copy_out copies the response into the program, as copy_to_user does: a
+ * bad address is EFAULT, never a crash. */
+static int copy_out(uint64_t addr, const void *src, size_t len)
+{
+	struct iovec l = { .iov_base = (void *)src, .iov_len = len };
+	struct iovec r = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
+	ssize_t n = syscall(SYS_process_vm_writev, iemu_pid, &l, 1UL, &r, 1UL, 0UL);
+
+	if (n == (ssize_t)len)
+		return 0;
+	if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
+		/* A seccomp filter forbids it: copy directly. */
+		memcpy((void *)(uintptr_t)addr, src, len);
+		return 0;
+	}
+	return -EFAULT;
+}
+
+static ssize_t do_cmd(struct conn *c, int fd, const void *buf, size_t count)
+{
+	int rfds[IEMU_MAX_FDS], nrfds = 0, r, i, cancel;
+	uint32_t nfd, rlen;
+	int32_t status;
+	uint64_t raddr;
+	unsigned char *p, *resp;
+	size_t plen;
+
+	if (count > IEMU_MAX_MSG - IEMU_HDR)
+		return -EINVAL;
+	r = begin(c, &cancel);
+	if (r < 0)
+		return r;
+	r = transact(c, fd, IEMU_T_CMD, buf, count, -1, &plen, rfds, &nrfds);
+	if (r < 0) {
+		broke(c, r);
+		r = -EIO;
+		goto out;
+	}
+	p = c->buf + IEMU_HDR;
+	if (plen == 4) { /* protocol error: the daemon drops us */
+		r = (int32_t)get32(p);
+		broke(c, r < 0 ? r : -EPROTO);
+		r = -EIO;
+		goto out;
+	}
+	r = -EPROTO;
+	if (plen < 24)
+		goto bad;
+	status = (int32_t)get32(p);
+	nfd = get32(p + 4);
+	raddr = get64(p + 8);
+	rlen = get32(p + 16);
+	if (nfd != (uint32_t)nrfds || 24 + 4 * (uint64_t)nfd + rlen != plen)
+		goto bad;
+	resp = p + 24 + 4 * nfd;
+	for (i = 0; i < nrfds; i++) {
+		uint32_t off = get32(p + 24 + 4 * i);
+		if ((uint64_t)off + 4 > rlen)
+			goto bad;
+		memcpy(resp + off, &rfds[i], 4);
+	}
+	if (status < 0) {
+		r = status;
+		goto out;
+	}
+	if (raddr != 0 && rlen > 0) {
+		if (copy_out(raddr, resp, rlen) < 0) {
+			r = -EFAULT;
+			goto out;
+		}
+		nrfds = 0; /* the descriptors now belong to the program */
+	}
+	r = status;
+	goto out;
+bad:
+	broke(c, -EPROTO);
+	r = -EIO;
+out:
+	close_fds(rfds, nrfds);
+	end(c, cancel);
+	return r;
+}
+
+/* The interposers keep their fast path (not our descriptor) free of
+ * anything but a bounds check, a load and the call to libc; the slow paths
+ * are out of line. */
+
+__attribute__((noinline)) static ssize_t write_slow(int fd, const void *buf, size_t count)
+{
+	struct conn *c = conn_get(fd);
+	ssize_t r;
+
+	if (c == NULL)
+		return CALL_REAL(write, fd, buf, count);
+	r = do_cmd(c, fd, buf, count);
+	conn_put(c);
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+IEMU_API ssize_t write(int fd, const void *buf, size_t count)
+{
+	if (UNLIKELY(maybe_ours(fd)))
+		return write_slow(fd, buf, count);
+	return CALL_REAL(write, fd, buf, count);
+}
+
+/* not_ours_after_all: fd's entry was stale (and is gone now). */
+__attribute__((noinline)) static int not_ours_after_all(int fd)
+{
+	struct conn *c = conn_get(fd);
+
+	if (c == NULL)
+		return 1;
+	conn_put(c);
+	return 0;
+}
+
+IEMU_API ssize_t read(int fd, void *buf, size_t count)
+{
+	if (UNLIKELY(maybe_ours(fd)) && !not_ours_after_all(fd)) {
+		errno = EINVAL; /* uverbs files have no read */
+		return -1;
+	}
+	return CALL_REAL(read, fd, buf, count);
+}
+
+/* ioctl's third argument is read as a pointer, as glibc's ioctl reads it. */
+IEMU_API int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (UNLIKELY(maybe_ours(fd)) && !not_ours_after_all(fd)) {
+		/* No RDMA_VERBS_IOCTL: libibverbs falls back to the write() ABI. */
+		errno = ENOTTY;
+		return -1;
+	}
+	return CALL_REAL(ioctl, fd, req, arg);
+}
+
+static void *do_mmap(struct conn *c, int fd, void *addr, size_t len, int prot, int flags, off_t off)
+{
+	unsigned char p[24];
+	int rfds[IEMU_MAX_FDS], nrfds = 0, r;
+	size_t plen;
+	void *m = MAP_FAILED;
+	int err = 0, cancel;
+
+	r = begin(c, &cancel);
+	if (r < 0) {
+		errno = -r;
+		return MAP_FAILED;
+	}
+	put64(p, (uint64_t)off);
+	put64(p + 8, len);
+	put32(p + 16, (uint32_t)prot);
+	put32(p + 20, (uint32_t)flags);
+	r = transact(c, fd, IEMU_T_MMAP, p, sizeof p, -1, &plen, rfds, &nrfds);
+	if (r < 0) {
+		broke(c, r);
+		err = EIO;
+	} else if (plen == 4) {
+		broke(c, -EPROTO);
+		err = EIO;
+	} else if (plen != 16) {
+		broke(c, -EPROTO);
+		err = EIO;
+	} else if ((int32_t)get32(c->buf + IEMU_HDR) < 0) {
+		err = -(int32_t)get32(c->buf + IEMU_HDR);
+	} else if (nrfds != 1) {
+		broke(c, -EPROTO);
+		err = EIO;
+	} else {
+		__typeof__(&mmap) rm = REAL(mmap);
+		uint64_t foff = get64(c->buf + IEMU_HDR + 8);
+		if (rm == NULL)
+			err = ENOSYS;
+		else if ((m = rm(addr, len, prot, flags, rfds[0], (off_t)foff)) == MAP_FAILED)
+			err = errno;
+	}
+	end(c, cancel);
+	close_fds(rfds, nrfds);
+	if (m == MAP_FAILED)
+		errno = err;
+	return m;
+}
+
+/* mmap_slow returns 0 when fd turned out not to be ours. */
+__attribute__((noinline)) static int mmap_slow(void **res, void *addr, size_t len, int prot, int flags,
+					       int fd, off_t off)
+{
+	struct conn *c = conn_get(fd);
+
+	if (c == NULL)
+		return 0;
+	*res = do_mmap(c, fd, addr, len, prot, flags, off);
+	conn_put(c);
+	return 1;
+}
+
+IEMU_API void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	__typeof__(&mmap) rm;
+	void *m;
+
+	if (UNLIKELY(maybe_ours(fd)) && mmap_slow(&m, addr, len, prot, flags, fd, off))
+		return m;
+	rm = REAL(mmap);
+	if (rm == NULL) {
+		errno = ENOSYS;
+		return MAP_FAILED;
+	}
+	return rm(addr, len, prot, flags, fd, off);
+}
+
+IEMU_API void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
+{
+	__typeof__(&mmap64) rm;
+	void *m;
+
+	if (UNLIKELY(maybe_ours(fd)) && mmap_slow(&m, addr, len, prot, flags, fd, (off_t)off))
+		return m;
+	rm = REAL(mmap64);
+	if (rm == NULL) {
+		errno = ENOSYS;
+		return MAP_FAILED;
+	}
+	return rm(addr, len, prot, flags, fd, off);
+}
+
+/* ---------------------------------------------------------------------
+ * close, dup, fcntl, close_range
+ */
+
+__attribute__((noinline)) static int close_slow(int fd)
+{
+	int r, err;
+
+	pthread_mutex_lock(&tab_lock);
+	/* Ours or stale, the entry goes; the descriptor is closed under the
+	 * lock so that its number cannot be registered again meanwhile. */
+	drop_entry(fd);
+	r = CALL_REAL(close, fd);
+	err = errno;
+	pthread_mutex_unlock(&tab_lock);
+	errno = err;
+	return r;
+}
+
+IEMU_API int close(int fd)
+{
+	if (UNLIKELY(maybe_ours(fd)))
+		return close_slow(fd);
+	return CALL_REAL(close, fd);
+}
+
+/* dup_common registers newfd (just made by a dup of oldfd) when oldfd is
+ * ours; tab_lock held. newfd's previous entry, if any, is gone either way
+ * (dup2 closed it). */
+static int dup_common(struct conn *c, int newfd)
+{
+	if (newfd < 0)
+		return newfd;
+	if ((unsigned)newfd < FDTAB_SIZE)
+		drop_entry(newfd);
+	if (c != NULL && add_entry(newfd, c) < 0) {
+		CALL_REAL(close, newfd);
+		errno = EMFILE;
+		return -1;
+	}
+	return newfd;
+}
+
+IEMU_API int dup(int oldfd)
+{
+	struct conn *c;
+	int r, err;
+
+	if (!maybe_ours(oldfd) || (c = conn_get(oldfd)) == NULL)
+		return CALL_REAL(dup, oldfd);
+	pthread_mutex_lock(&tab_lock);
+	r = dup_common(c, CALL_REAL(dup, oldfd));
+	err = errno;
+	pthread_mutex_unlock(&tab_lock);
+	conn_put(c);
+	errno = err;
+	return r;
+}
+
+IEMU_API int dup2(int oldfd, int newfd)
+{
+	struct conn *c = NULL;
+	int r, err;
+
+	if (oldfd == newfd || (!maybe_ours(oldfd) && !maybe_ours(newfd)))
+		return CALL_REAL(dup2, oldfd, newfd);
+	c = conn_get(oldfd);
+	pthread_mutex_lock(&tab_lock);
+	r = dup_common(c, CALL_REAL(dup2, oldfd, newfd));
+	err = errno;
+	pthread_mutex_unlock(&tab_lock);
+	if (c != NULL)
+		conn_put(c);
+	errno = err;
+	return r;
+}
+
+IEMU_API int dup3(int oldfd, int newfd, int flags)
+{
+	struct conn *c = NULL;
+	int r, err;
+
+	if (oldfd == newfd || (!maybe_ours(oldfd) && !maybe_ours(newfd)))
+		return CALL_REAL(dup3, oldfd, newfd, flags);
+	c = conn_get(oldfd);
+	pthread_mutex_lock(&tab_lock);
+	r = dup_common(c, CALL_REAL(dup3, oldfd, newfd, flags));
+	err = errno;
+	pthread_mutex_unlock(&tab_lock);
+	if (c != NULL)
+		conn_put(c);
+	errno = err;
+	return r;
+}
+
+/* do_fcntl forwards one fcntl: with pointer argument arg if non-NULL, else
+ * the int iv (ignored by commands without an argument). */
+static int do_fcntl(int (*rf)(int, int, ...), int fd, int cmd, void *arg, int iv)
+{
+	struct conn *c;
+	int r, err;
+
+	if (rf == NULL) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (arg != NULL)
+		return rf(fd, cmd, arg);
+	if ((cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC) || !maybe_ours(fd) ||
+	    (c = conn_get(fd)) == NULL)
+		return rf(fd, cmd, iv);
+	pthread_mutex_lock(&tab_lock);
+	r = dup_common(c, rf(fd, cmd, iv));
+	err = errno;
+	pthread_mutex_unlock(&tab_lock);
+	conn_put(c);
+	errno = err;
+	return r;
+}
+
+/* fcntl's third argument: none, an int, or a pointer, by command. Unknown
+ * commands are forwarded with it read as a pointer, which is how glibc's
+ * own fcntl reads it. */
+#define FCNTL_BODY(fn)                                                        \
+	va_list ap;                                                           \
+	void *arg = NULL;                                                     \
+	switch (cmd) {                                                        \
+	case F_GETFD: case F_GETFL: case F_GETOWN: case F_GETSIG:             \
+	case F_GETLEASE: case F_GETPIPE_SZ: case F_GET_SEALS:                 \
+		return do_fcntl(REAL(fn), fd, cmd, NULL, 0);                  \
+	case F_DUPFD: case F_DUPFD_CLOEXEC: case F_SETFD: case F_SETFL:       \
+	case F_SETOWN: case F_SETSIG: case F_SETLEASE: case F_NOTIFY:         \
+	case F_SETPIPE_SZ: case F_ADD_SEALS: {                                \
+		int v;                                                        \
+		va_start(ap, cmd);                                            \
+		v = va_arg(ap, int);                                          \
+		va_end(ap);                                                   \
+		return do_fcntl(REAL(fn), fd, cmd, NULL, v);                  \
+	}                                                                     \
+	default:                                                              \
+		va_start(ap, cmd);                                            \
+		arg = va_arg(ap, void *);                                     \
+		va_end(ap);                                                   \
+		return do_fcntl(REAL(fn), fd, cmd, arg, 0);                   \
+	}
+
+IEMU_API int fcntl(int fd, int cmd, ...) { FCNTL_BODY(fcntl) }
+
+#if __GLIBC_PREREQ(2, 28)
+static void *real_fcntl64;
+IEMU_API int fcntl64(int fd, int cmd, ...) { FCNTL_BODY(fcntl64) }
+#endif
+
+#if __GLIBC_PREREQ(2, 34)
+static void *real_close_range, *real_closefrom;
+
+/* forget_range drops every entry in [lo, hi] after the descriptors were
+ * closed by libc. */
+static void forget_range(unsigned lo, unsigned hi)
+{
+	struct conn *c, *next;
+	int i;
+
+	pthread_mutex_lock(&tab_lock);
+	for (c = conns; c != NULL; c = next) {
+		c->refs++; /* keep c while its entries go */
+		for (i = c->nfds - 1; i >= 0; i--)
+			if ((unsigned)c->fds[i] >= lo && (unsigned)c->fds[i] <= hi)
+				drop_entry(c->fds[i]);
+		next = c->next;
+		if (--c->refs == 0)
+			conn_free(c);
+	}
+	pthread_mutex_unlock(&tab_lock);
+}
+
+IEMU_API int close_range(unsigned first, unsigned last, int flags)
+{
+	int r = CALL_REAL(close_range, first, last, flags);
+	if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC))
+		forget_range(first, last);
+	return r;
+}
+
+IEMU_API void closefrom(int lowfd)
+{
+	__typeof__(&closefrom) f = REAL(closefrom);
+	if (f == NULL)
+		return;
+	f(lowfd);
+	forget_range(lowfd < 0 ? 0 : (unsigned)lowfd, ~0u);
+}
+#endif
+
+/* ---------------------------------------------------------------------
+ * stat and friends
+ */
+
+__attribute__((noinline)) static int fake_fd_slow(int fd, int *idx, dev_t *rdev)
+{
+	struct conn *c = conn_get(fd);
+
+	if (c == NULL)
+		return 0;
+	*idx = c->idx;
+	*rdev = c->rdev;
+	conn_put(c);
+	return 1;
+}
+
+/* fake_fd: fd is one of our device descriptors; *idx and *rdev say which. */
+static inline int fake_fd(int fd, int *idx, dev_t *rdev)
+{
+	return UNLIKELY(maybe_ours(fd)) && fake_fd_slow(fd, idx, rdev);
+}
+
+/* fake_at: the (dirfd, path, flags) of an *at call name a fake device. */
+static int fake_at(int dirfd, const char *path, int flags, int *idx, dev_t *rdev)
+{
+	if (path != NULL && path[0] == 0 && (flags & AT_EMPTY_PATH))
+		return fake_fd(dirfd, idx, rdev);
+	return (*idx = fake_index(path, rdev)) >= 0;
+}
+
+#if __GLIBC_PREREQ(2, 33)
+static void *real_stat, *real_stat64, *real_lstat, *real_lstat64;
+static void *real_fstat, *real_fstat64, *real_fstatat, *real_fstatat64;
+
+#define STAT_PATH(name, type)                                                 \
+	IEMU_API int name(const char *path, type *st)                         \
+	{                                                                     \
+		dev_t rdev;                                                   \
+		int idx = fake_index(path, &rdev);                            \
+		if (idx < 0)                                                  \
+			return CALL_REAL(name, path, st);                     \
+		FILL_STAT(st, idx, rdev);                                     \
+		return 0;                                                     \
+	}
+STAT_PATH(stat, struct stat)
+STAT_PATH(stat64, struct stat64)
+STAT_PATH(lstat, struct stat)
+STAT_PATH(lstat64, struct stat64)
+
+#define STAT_FD(name, type)                                                   \
+	IEMU_API int name(int fd, type *st)                                   \
+	{                                                                     \
+		dev_t rdev;                                                   \
+		int idx;                                                      \
+		if (!fake_fd(fd, &idx, &rdev))                                \
+			return CALL_REAL(name, fd, st);                       \
+		FILL_STAT(st, idx, rdev);                                     \
+		return 0;                                                     \
+	}
+STAT_FD(fstat, struct stat)
+STAT_FD(fstat64, struct stat64)
+
+#define STAT_AT(name, type)                                                   \
+	IEMU_API int name(int dirfd, const char *path, type *st, int flags)   \
+	{                                                                     \
+		dev_t rdev;                                                   \
+		int idx;                                                      \
+		if (!fake_at(dirfd, path, flags, &idx, &rdev))                \
+			return CALL_REAL(name, dirfd, path, st, flags);       \
+		FILL_STAT(st, idx, rdev);                                     \
+		return 0;                                                     \
+	}
+STAT_AT(fstatat, struct stat)
+STAT_AT(fstatat64, struct stat64)
+#endif
+
+#if __GLIBC_PREREQ(2, 28)
+static void *real_statx;
+IEMU_API int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *stx)
+{
+	dev_t rdev;
+	int idx;
+
+	if (!fake_at(dirfd, path, flags, &idx, &rdev))
+		return CALL_REAL(statx, dirfd, path, flags, mask, stx);
+	memset(stx, 0, sizeof *stx);
+	stx->stx_mask = STATX_BASIC_STATS & ~(unsigned)STATX_BLOCKS;
+	stx->stx_blksize = 4096;
+	stx->stx_nlink = 1;
+	stx->stx_mode = S_IFCHR | 0666;
+	stx->stx_ino = FAKE_INO(idx);
+	stx->stx_rdev_major = major(rdev);
+	stx->stx_rdev_minor = minor(rdev);
+	stx->stx_dev_major = major(FAKE_DEV);
+	stx->stx_dev_minor = minor(FAKE_DEV);
+	return 0;
+}
+#endif
+
+/* glibc before 2.33 compiled stat() into programs as calls to __xstat & co;
+ * binaries built then still call them (now compat symbols of libc). */
+#if defined(__x86_64__) || defined(__aarch64__)
+#if defined(__x86_64__)
+#define GLIBC_BASE "GLIBC_2.2.5"
+#else
+#define GLIBC_BASE "GLIBC_2.17"
+#endif
+int __xstat(int ver, const char *path, struct stat *st);
+int __xstat64(int ver, const char *path, struct stat64 *st);
+int __lxstat(int ver, const char *path, struct stat *st);
+int __lxstat64(int ver, const char *path, struct stat64 *st);
+int __fxstat(int ver, int fd, struct stat *st);
+int __fxstat64(int ver, int fd, struct stat64 *st);
+int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags);
+int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags);
+
+static void *compat_sym(void **slot, const char *name)
+{
+	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (f == NULL) {
+		f = dlvsym(RTLD_NEXT, name, GLIBC_BASE);
+		if (f == NULL)
+			f = dlsym(RTLD_NEXT, name);
+		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
+	}
+	return f;
+}
+
+#define COMPAT(fn) ((__typeof__(&fn))compat_sym((void **)&real_##fn, #fn))
+#define CALL_COMPAT(fn, ...)                                                  \
+	({                                                                    \
+		__typeof__(&fn) f_ = COMPAT(fn);                              \
+		f_ ? f_(__VA_ARGS__) : (errno = ENOSYS, -1);                  \
+	})
+
+static void *real___xstat, *real___xstat64, *real___lxstat, *real___lxstat64;
+static void *real___fxstat, *real___fxstat64, *real___fxstatat, *real___fxstatat64;
+
+#define XSTAT_PATH(name, type)                                                \
+	IEMU_API int name(int ver, const char *path, type *st)                \
+	{                                                                     \
+		dev_t rdev;                                                   \
+		int idx = fake_index(path, &rdev);                            \
+		if (idx < 0)                                                  \
+			return CALL_COMPAT(name, ver, path, st);              \
+		FILL_STAT(st, idx, rdev);                                     \
+		return 0;                                                     \
+	}
+XSTAT_PATH(__xstat, struct stat)
+XSTAT_PATH(__xstat64, struct stat64)
+XSTAT_PATH(__lxstat, struct stat)
+XSTAT_PATH(__lxstat64, struct stat64)
+
+#define XSTAT_FD(name, type)                                                  \
+	IEMU_API int name(int ver, int fd, type *st)                          \
+	{                                                                     \
+		dev_t rdev;                                                   \
+		int idx;                                                      \
+		if (!fake_fd(fd, &idx, &rdev))                                \
+			return CALL_COMPAT(name, ver, fd, st);                \
+		FILL_STAT(st, idx, rdev);                                     \
+		return 0;                                                     \
+	}
+XSTAT_FD(__fxstat, struct stat)
+XSTAT_FD(__fxstat64, struct stat64)
+
+#define XSTAT_AT(name, type)                                                  \
+	IEMU_API int name(int ver, int dirfd, const char *path, type *st, int flags) \
+	{                                                                     \
+		dev_t rdev;                                                   \
+		int idx;                                                      \
+		if (!fake_at(dirfd, path, flags, &idx, &rdev))                \
+			return CALL_COMPAT(name, ver, dirfd, path, st, flags); \
+		FILL_STAT(st, idx, rdev);                                     \
+		return 0;                                                     \
+	}
+XSTAT_AT(__fxstatat, struct stat)
+XSTAT_AT(__fxstatat64, struct stat64)
+#endif
+
+/* ---------------------------------------------------------------------
+ * fork and start-up
+ */
+
+static void fork_prepare(void)
+{
+	iemu_arena_lock();
+	pthread_mutex_lock(&tab_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&tab_lock);
+	iemu_arena_unlock();
+}
+
+static void fork_child(void)
+{
+	/* The inherited connections stay in the table (so that close() and
+	 * fstat() work on them) but belong to the parent: begin() refuses
+	 * them. The arena becomes a private copy; a new one starts on the
+	 * first ring the child allocates after opening the device anew. */
+	iemu_pid = (pid_t)syscall(SYS_getpid);
+	iemu_arena_fork_child();
+	pthread_mutex_unlock(&tab_lock);
+	iemu_arena_unlock();
+}
+
+__attribute__((constructor)) static void iemu_ctor(void)
+{
+	iemu_init();
+	iemu_arena_init();
+	if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0)
+		iemu_dbg("pthread_atfork failed: a fork child may deadlock in the preload");
+}
+
+__attribute__((destructor)) static void iemu_dtor(void)
+{
+	iemu_arena_report();
+}
