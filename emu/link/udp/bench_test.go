@@ -95,12 +95,12 @@ func BenchmarkLoopback(b *testing.B) {
 // IP for every datagram, which is why the link issues recvmmsg itself.
 // One op is one datagram.
 func BenchmarkReadBatchXNet(b *testing.B) {
-	rc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 3), Port: 0})
+	rc, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo3, 0)))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rc.Close()
-	sc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 0})
+	sc, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo2, 0)))
 	if err != nil {
 		b.Fatal(err)
 	}

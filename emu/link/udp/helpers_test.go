@@ -14,11 +14,16 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/link"
 	"github.com/irdma-emu/irdma-emu/emu/link/udp"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
+	"github.com/irdma-emu/irdma-emu/internal/testaddr"
 )
 
 var (
-	lo2 = netip.MustParseAddr("127.0.0.2")
-	lo3 = netip.MustParseAddr("127.0.0.3")
+	// Two loopback addresses of this test binary's own (internal/testaddr):
+	// other packages' tests bind UDP 4791 on loopback at the same time.
+	loPair = testaddr.MustPick(3)
+	lo2    = loPair[0]
+	lo3    = loPair[1]
+	lo4    = loPair[2]
 	lo6 = netip.MustParseAddr("::1")
 
 	payloadPattern = func() []byte {

@@ -320,7 +320,7 @@ func TestReceiveMalformed(t *testing.T) {
 	b := newLink(t, udp.Config{Addrs: []netip.Addr{lo3}, Mode: udp.Mode{Send: udp.IOUDP, Recv: udp.IOUDP}})
 	rb := newRecorder()
 	b.Attach(rb)
-	c, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)}, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 3), Port: wire.RoCEv2Port})
+	c, err := net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo2, 0)), net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo3, wire.RoCEv2Port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,6 @@ func TestCloseSend(t *testing.T) {
 // dropped, ReasonNoSocket), and the port stops answering for it.
 func TestSetAddrs(t *testing.T) {
 	mode := udp.Mode{Send: udp.IOUDP, Recv: udp.IOUDP}
-	lo4 := netip.MustParseAddr("127.0.0.4")
 	a := newLink(t, udp.Config{Addrs: []netip.Addr{lo2}, Mode: mode})
 	b := newLink(t, udp.Config{Addrs: []netip.Addr{lo3}, Mode: mode})
 	rb := newRecorder()
@@ -425,10 +424,10 @@ func TestSetAddrs(t *testing.T) {
 	if c := a.Counters(); c.TxDrops[udp.ReasonNoSocket] != 1 {
 		t.Errorf("TxDrops[no socket] = %d, want 1", c.TxDrops[udp.ReasonNoSocket])
 	}
-	// 127.0.0.2:4791 is free again.
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: wire.RoCEv2Port})
+	// lo2:4791 is free again.
+	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo2, wire.RoCEv2Port)))
 	if err != nil {
-		t.Fatalf("127.0.0.2:4791 still bound: %v", err)
+		t.Fatalf("%v:4791 still bound: %v", lo2, err)
 	}
 	c.Close()
 }
