@@ -1,0 +1,70 @@
+package uverbs
+
+import (
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Doorbell page layout (irdma-datapath.md §5.4): the page libirdma maps
+// with the context's db_mmap_key and stores into with plain 32-bit writes.
+const (
+	// DoorbellSQ is the offset of the SQ doorbell (wqe_alloc_db): libirdma's
+	// irdma_uk_qp_post_wr stores the QP id there after writing WQEs.
+	DoorbellSQ = 0
+	// DoorbellCQ is the offset of the CQ arm doorbell (cqe_alloc_db,
+	// IRDMA_DB_CQ_OFFSET): irdma_uk_cq_request_notification stores the CQ
+	// id there after updating the CQ shadow area's arm word.
+	DoorbellCQ = 64
+	// dbMmapKey is the context's db_mmap_key: the doorbell page is the
+	// first mmap entry of the ucontext (rdma_user_mmap_entry_insert starts
+	// at page offset 0).
+	dbMmapKey = 0
+)
+
+// doorbellPage stands for the BAR0 page at DB_ADDR_OFFSET that irdma maps
+// into a context (irdma_mmap, IRDMA_MMAP_IO_NC). Here it is a page of a
+// memfd, mapped by the daemon and, through MMAP, by the program: the
+// program's doorbell stores land in memory the data plane polls.
+type doorbellPage struct {
+	f   *os.File
+	mem []byte
+}
+
+func newDoorbellPage() (*doorbellPage, error) {
+	fd, err := unix.MemfdCreate("irdma-emu-doorbell", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Ftruncate(fd, pageSize); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	// Neither side may shrink it under the other's mapping.
+	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL)
+	mem, err := unix.Mmap(fd, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &doorbellPage{f: os.NewFile(uintptr(fd), "irdma-emu-doorbell"), mem: mem}, nil
+}
+
+func (p *doorbellPage) word(off int) *uint32 { return (*uint32)(unsafe.Pointer(&p.mem[off])) }
+
+// takeSQ returns the last QP id stored in the SQ doorbell and clears it.
+func (p *doorbellPage) takeSQ() uint32 { return atomic.SwapUint32(p.word(DoorbellSQ), 0) }
+
+// takeCQ returns the last CQ id stored in the CQ arm doorbell and clears it.
+func (p *doorbellPage) takeCQ() uint32 { return atomic.SwapUint32(p.word(DoorbellCQ), 0) }
+
+// ringCQ stores a CQ id into the arm doorbell, as a program would.
+func (p *doorbellPage) ringCQ(id uint32) { atomic.StoreUint32(p.word(DoorbellCQ), id) }
+
+func (p *doorbellPage) close() {
+	_ = unix.Munmap(p.mem)
+	p.mem = nil
+	p.f.Close()
+}
