@@ -108,7 +108,7 @@ const (
 // Port capability flags irdma sets (IB_PORT_CM_SUP, IB_PORT_REINIT_SUP).
 const (
 	PortCapCMSup     uint32 = 1 << 16
-	PortCapReinitSup uint32 = 1 << 19
+	PortCapReinitSup uint32 = 1 << 18 // ib_verbs.h: 1<<19 is DEVICE_MGMT_SUP
 )
 
 // PortAttr is ib_port_attr as irdma_query_port fills it.
