@@ -376,6 +376,10 @@ func (d *Device) fillRoCECtx(q *QP) {
 	c.SendCQ = q.sendCQ.id
 	c.RecvCQ = q.recvCQ.id
 	c.QSHandle = d.ws.qos[q.userPri].qsHandle
+	// Every QP counts into the function's statistics instance
+	// (irdma_vsi_stats_init allocated it with MANAGE_STATS); GATHER_STATS
+	// on that instance is what irdma_get_hw_stats reads.
+	c.StatsIdx, c.StatsIdxValid = d.stats.instIdx, d.stats.inst
 }
 
 // writeCtx stores the host context (irdma_sc_qp_setctx_roce).
