@@ -45,6 +45,11 @@ type FlushResult struct {
 // (perWQE true) writes one CQE per outstanding WQE, NOPs excepted (software
 // skips NOPs when it matches flushed CQEs to WQEs).
 func (q *QP) Flush(mem *hostmem.Memory, flushSQ, flushRQ bool, codes FlushCodes, perWQE bool) FlushResult {
+	// The data plane stops running the QP and hands its consumer indices
+	// back first (EngineHook), so the walk starts at the oldest WQE it has
+	// not completed, in-flight ones included.
+	end := q.beginControl()
+	defer end(false)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var res FlushResult

@@ -204,8 +204,12 @@ type QP struct {
 	suspended bool // guarded by mu
 
 	// Engine is reserved for the data plane's per-QP state (requester,
-	// responder, completer); the control plane never touches it.
+	// responder, completer). The control plane only calls it through
+	// EngineHook, when the stored value implements it (hook.go).
 	Engine atomic.Pointer[any]
+
+	// gen counts context changes (Gen).
+	gen atomic.Uint64
 }
 
 // State returns the current state.
@@ -246,14 +250,17 @@ func (q *QP) RQ() WQ { q.mu.Lock(); defer q.mu.Unlock(); return q.rq }
 func (q *QP) Suspended() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.suspended }
 
 // SetSuspended records SUSPEND_QP / RESUME_QP.
-func (q *QP) SetSuspended(v bool) { q.mu.Lock(); q.suspended = v; q.mu.Unlock() }
+func (q *QP) SetSuspended(v bool) { q.mu.Lock(); q.suspended = v; q.gen.Add(1); q.mu.Unlock() }
 
 // Modify applies a MODIFY_QP: the new context (re-read in full on every
 // modify, irdma-controlpath.md §2.2), the CQs when CQNUMVALID, the new
 // state. The caller checked the transition and the CQs.
 func (q *QP) Modify(ctx []byte, ctxIOVA hostmem.IOVA, next State, sendCQ, recvCQ *cq.CQ) {
+	end := q.beginControl()
+	defer end(false)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	defer q.gen.Add(1)
 	copy(q.ctx[:], ctx)
 	c, _ := NewContext(q.ctx[:])
 	q.attrs = DecodeAttrs(c)
@@ -365,6 +372,11 @@ func (t *Table) Create(sp Spec) (*QP, error) {
 
 // Destroy removes QP id and unbinds its CQs.
 func (t *Table) Destroy(id uint32) error {
+	if q := t.Get(id); q != nil {
+		// Keep the data plane off the QP while it goes (EngineHook).
+		end := q.beginControl()
+		defer end(true)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := *t.tab.Load()

@@ -24,7 +24,7 @@ var (
 	lo2    = loPair[0]
 	lo3    = loPair[1]
 	lo4    = loPair[2]
-	lo6 = netip.MustParseAddr("::1")
+	lo6    = netip.MustParseAddr("::1")
 
 	payloadPattern = func() []byte {
 		b := make([]byte, wire.MaxPMTU)

@@ -1,0 +1,67 @@
+// Package engine runs the data plane of one emulated device: a fixed set of
+// worker goroutines that run the QPs' transports (emu/qp Transport), the
+// port's receive path from its link, the transmit batching, the doorbell
+// hints and the valid-bit rescan of active QPs. docs/dataplane.md is the
+// long form; this is the map.
+//
+// # Workers and queues
+//
+// QPs hash onto Config.Workers workers by QPN (qpn mod workers), so a QP's
+// packets, doorbells and timer expiries are processed in order by one
+// goroutine, and an idle QP costs nothing: no goroutine, no timer, no
+// queue until it has traffic (gVisor's dispatcher with fixed processors).
+// Each worker has a lock-free intrusive MPSC ready queue of QPs; a QP is in
+// it at most once. Each QP has a bounded inbox of received packets (Vyukov
+// MPMC array, allocated with its first packet); a full inbox drops and
+// counts. A worker pops the ready QPs, runs each for a bounded burst
+// (received packets, responses, SQ), sends the packets it built in
+// batches on the link, and queues the QP again if work remains.
+//
+// # Receive path (rxe_rcv / hdr_check order)
+//
+// link → Receiver.Receive (the link's goroutine) → wire.ParseFrame → ICRC
+// (the link's per-packet status; verified here when unchecked) →
+// destination IP one of the port's GIDs → DestQP: 0 dropped, 0xFFFFFF
+// multicast through emu/ah's groups, otherwise the QP table (QPN 1 is the
+// GSI QP) → opcode transport matches the QP type → the QP's inbox → its
+// worker. The QP's state, the RC address pair, the P_Key and the UD Q_Key
+// are checked by the worker (they read the QP's context cache). Every drop
+// is counted by reason.
+//
+// # Doorbells and the rescan
+//
+// A WQEALLOC write (its QP id in [19:0]) marks the QP ready. Doorbells are
+// hints: stores of one value coalesce, and the kernel suppresses them
+// while it believes the device busy (irdma-datapath.md §5.1). So a worker
+// with nothing ready rescans its active QPs — those with recent work —
+// for a posted WQE by valid bit, and polls the pluggable DoorbellSources
+// (the user doorbell pages of a later issue), backing off from spinning
+// to sleeping up to ScanConfig.MaxBackoff; a QP idle for Linger leaves the
+// set. With no active QP and no polled source a worker sleeps until
+// kicked.
+//
+// # Control and data
+//
+// MODIFY_QP, FLUSH_WQES and DESTROY_QP reach the data plane through
+// qp.EngineHook: the CQP claims the QP (an atomic word the worker also
+// claims for each run, waiting only for a run in progress), the transport
+// hands its consumer indices back, the control operation runs, and
+// EndControl releases and wakes the QP. No lock is held while a WQE
+// becomes packets.
+//
+// # Timers and time
+//
+// Retransmission, RNR and ACK-delay timers are per QP, on the device's
+// injectable clock (timing.Clock); a clock callback only sets an event bit
+// and wakes the worker. With Config.Stepped there are no goroutines: the
+// caller drives Poll, which with a timing.Manual clock and link.NewPair
+// makes runs deterministic.
+//
+// # Lifecycle
+//
+//	e, _ := engine.New(dev, engine.Config{})
+//	e.AttachLink(l)   // before Start
+//	e.Start()
+//	...
+//	e.Close()         // before dev.Close
+package engine

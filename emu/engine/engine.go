@@ -1,0 +1,349 @@
+package engine
+
+import (
+	"errors"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/irdma-emu/irdma-emu/emu/device"
+	"github.com/irdma-emu/irdma-emu/emu/link"
+	"github.com/irdma-emu/irdma-emu/emu/qp"
+	"github.com/irdma-emu/irdma-emu/emu/regs"
+	"github.com/irdma-emu/irdma-emu/emu/timing"
+	"github.com/irdma-emu/irdma-emu/emu/wire"
+)
+
+// Config configures an Engine. Zero fields take defaults.
+type Config struct {
+	// Workers is the number of worker goroutines; 0: min(GOMAXPROCS, 4).
+	Workers int
+	// Stepped runs no goroutines: the caller drives Poll (deterministic
+	// tests with a timing.Manual clock, the simulated-time mode). Workers
+	// still partition the QPs.
+	Stepped bool
+	// Tunables are the transport's choices (qp.DefaultTunables).
+	Tunables qp.Tunables
+	// Scan configures the rescan of idle active QPs.
+	Scan ScanConfig
+	// GIDs are the port's addresses; a packet to any other address is
+	// dropped (rxe_rcv's GID check). Empty: no check. SetGIDs changes them.
+	GIDs []netip.Addr
+	// TxBatch bounds the packets a worker hands to the link per Send; 0:
+	// the link's BatchSize.
+	TxBatch int
+}
+
+// ScanConfig is the idle-worker policy: the trade-off between CPU use
+// while idle and the latency of a WQE posted without a doorbell after a
+// quiet period (docs/dataplane.md has measured figures).
+type ScanConfig struct {
+	// Disabled turns the rescan off: only doorbells and traffic wake QPs.
+	Disabled bool
+	// Spin is how many yields (runtime.Gosched) an idle worker makes
+	// before it sleeps; default 4.
+	Spin int
+	// MinBackoff is the first sleep, doubled up to MaxBackoff; defaults
+	// 10 µs and 1 ms. MaxBackoff bounds the first-WQE latency.
+	MinBackoff, MaxBackoff time.Duration
+	// Linger is how long a QP with nothing outstanding stays in the scan
+	// set after its last work; default 100 ms.
+	Linger time.Duration
+}
+
+func (c *Config) fill() {
+	if c.Workers <= 0 {
+		c.Workers = min(runtime.GOMAXPROCS(0), 4)
+	}
+	s := &c.Scan
+	if s.Spin < 0 {
+		s.Spin = 0
+	} else if s.Spin == 0 {
+		s.Spin = 4
+	}
+	if s.MinBackoff <= 0 {
+		s.MinBackoff = 10 * time.Microsecond
+	}
+	if s.MaxBackoff <= 0 {
+		s.MaxBackoff = time.Millisecond
+	}
+	s.MaxBackoff = max(s.MaxBackoff, s.MinBackoff)
+	if s.Linger <= 0 {
+		s.Linger = 100 * time.Millisecond
+	}
+}
+
+// DoorbellSource is a place doorbells land that nothing traps: the user
+// doorbell pages in shared memory (a later issue) are polled by the scan.
+// Poll calls ring for every QP id it saw rung since its last call; it must
+// not block. It is called by one worker at a time.
+type DoorbellSource interface {
+	Poll(ring func(qpid uint32))
+}
+
+// Errors.
+var (
+	ErrStarted = errors.New("engine: already started")
+	ErrClosed  = errors.New("engine: closed")
+)
+
+// Engine is the data plane of one device.
+type Engine struct {
+	dev     *device.Device
+	cfg     Config
+	dp      qp.DataPlane
+	clock   timing.Clock
+	workers []*worker
+	port    *port
+
+	srcMu   sync.Mutex
+	sources atomic.Pointer[[]DoorbellSource]
+
+	entMu   sync.Mutex
+	entries []*entry // every transport attached, for Close and Stats
+
+	cancelDB func()
+	started  atomic.Bool
+	closed   atomic.Bool
+	stop     chan struct{}
+	wg       sync.WaitGroup
+
+	unknownDoorbells atomic.Uint64
+}
+
+// New creates the data plane of dev and subscribes to its WQEALLOC
+// register. Attach a link, then Start (unless Config.Stepped).
+func New(dev *device.Device, cfg Config) (*Engine, error) {
+	cfg.fill()
+	e := &Engine{dev: dev, cfg: cfg, clock: dev.Clock(), stop: make(chan struct{})}
+	e.dp = qp.DataPlane{
+		QPs: dev.QPs(), Mem: dev.Mem(), MRs: dev.MRs(), AHs: dev.AHs(), Events: dev.Events(),
+		Stats: dev.HWStats(), Meter: dev.Meter(), Clock: dev.Clock(), Profile: dev.Profile(),
+		Tun: cfg.Tunables,
+	}
+	e.dp.Init()
+	e.port = &port{e: e}
+	e.SetGIDs(cfg.GIDs)
+	pool := link.NewPool(link.DefaultPoolSize)
+	for i := 0; i < cfg.Workers; i++ {
+		e.workers = append(e.workers, newWorker(e, i, pool))
+	}
+	cancel, err := dev.Regs().OnWrite(dev.Profile().Regs.WQEALLOC, func(v uint32) {
+		e.Doorbell(v & regs.WQEALLOC_QPID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.cancelDB = cancel
+	return e, nil
+}
+
+// AttachLink makes l the port's link: frames the port sends go to it, the
+// frames it receives come to the port. Call it before Start.
+func (e *Engine) AttachLink(l link.Link) error {
+	if e.started.Load() {
+		return ErrStarted
+	}
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	e.port.l = l
+	e.port.state.Store(uint32(l.State()))
+	e.dp.PortMTU = ibMTU(l.MTU())
+	batch := e.cfg.TxBatch
+	if batch <= 0 {
+		batch = l.BatchSize()
+	}
+	for _, w := range e.workers {
+		w.ctx.Pool = l.Pool()
+		w.ctx.MAC = l.MAC()
+		w.batch = max(batch, 1)
+	}
+	l.Attach(e.port)
+	return nil
+}
+
+// ibMTU is the largest IB MTU whose packets fit an IP MTU of ipMTU with
+// the longest headers (IPv6, UDP, BTH, RETH, ImmDt, ICRC).
+func ibMTU(ipMTU int) int {
+	room := ipMTU - wire.IPv6Size - wire.UDPSize - wire.BTHSize - wire.RETHSize - wire.ImmDtSize - wire.ICRCSize
+	m := wire.MaxPMTU
+	for m > wire.MinPMTU && m > room {
+		m /= 2
+	}
+	return m
+}
+
+// Start starts the workers (not with Config.Stepped).
+func (e *Engine) Start() error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if !e.started.CompareAndSwap(false, true) {
+		return ErrStarted
+	}
+	if e.cfg.Stepped {
+		return nil
+	}
+	for _, w := range e.workers {
+		e.wg.Add(1)
+		go w.loop()
+	}
+	return nil
+}
+
+// Poll runs one round of every worker in the caller's goroutine: the QPs
+// ready now, or, if none was, a rescan. It reports whether anything ran.
+// Only with Config.Stepped.
+func (e *Engine) Poll() bool {
+	if !e.cfg.Stepped || e.closed.Load() {
+		return false
+	}
+	e.started.Store(true)
+	did := false
+	for _, w := range e.workers {
+		if w.round() {
+			did = true
+		}
+	}
+	if !did && !e.cfg.Scan.Disabled {
+		for _, w := range e.workers {
+			if w.scan(e.clock.Now()) {
+				did = true
+			}
+		}
+	}
+	return did
+}
+
+// SetGIDs replaces the port's addresses.
+func (e *Engine) SetGIDs(gids []netip.Addr) {
+	g := make([]netip.Addr, len(gids))
+	for i, a := range gids {
+		g[i] = a.Unmap()
+	}
+	e.port.gids.Store(&g)
+}
+
+// AddDoorbellSource registers a polled doorbell source.
+func (e *Engine) AddDoorbellSource(s DoorbellSource) {
+	e.srcMu.Lock()
+	defer e.srcMu.Unlock()
+	var l []DoorbellSource
+	if old := e.sources.Load(); old != nil {
+		l = append(l, *old...)
+	}
+	l = append(l, s)
+	e.sources.Store(&l)
+	for _, w := range e.workers {
+		w.kick()
+	}
+}
+
+// Doorbell is a doorbell hint for QP qpid (WQEALLOC, a doorbell source).
+func (e *Engine) Doorbell(qpid uint32) {
+	if e.closed.Load() {
+		return
+	}
+	q := e.dev.QPs().Get(qpid)
+	if q == nil {
+		e.unknownDoorbells.Add(1)
+		return
+	}
+	if en := e.entryFor(q); en != nil {
+		en.tr.Doorbell()
+	}
+}
+
+// entryFor returns q's engine record, attaching a transport on first use.
+func (e *Engine) entryFor(q *qp.QP) *entry {
+	for {
+		if p := q.Engine.Load(); p != nil {
+			tr, ok := (*p).(*qp.Transport)
+			if !ok {
+				return nil
+			}
+			en, _ := tr.Owner.(*entry)
+			return en
+		}
+		en := &entry{w: e.workers[int(q.ID)%len(e.workers)]}
+		en.tr = qp.NewTransport(q, &e.dp, en.wake)
+		en.tr.Owner = en
+		var a any = en.tr
+		if q.Engine.CompareAndSwap(nil, &a) {
+			e.register(en)
+			return en
+		}
+	}
+}
+
+// register records a new transport, forgetting the ones whose QP was
+// destroyed and that hold nothing any more, so that QPs created and
+// destroyed for the life of a daemon do not accumulate.
+func (e *Engine) register(en *entry) {
+	e.entMu.Lock()
+	defer e.entMu.Unlock()
+	if len(e.entries) >= 64 && len(e.entries)&63 == 0 {
+		j := 0
+		for _, x := range e.entries {
+			if x.tr.Dead() && !x.queued.Load() && x.tr.Queued() == 0 {
+				continue
+			}
+			e.entries[j] = x
+			j++
+		}
+		clear(e.entries[j:])
+		e.entries = e.entries[:j]
+	}
+	e.entries = append(e.entries, en)
+}
+
+// Close stops the engine: the doorbell subscription, the port (waiting for
+// a delivery in progress), the workers, every QP's timers; queued packets
+// are released. Close the engine before the device.
+func (e *Engine) Close() error {
+	if !e.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if e.cancelDB != nil {
+		e.cancelDB()
+	}
+	e.port.close()
+	close(e.stop)
+	e.wg.Wait()
+	for _, w := range e.workers {
+		w.close()
+	}
+	e.entMu.Lock()
+	ents := e.entries
+	e.entMu.Unlock()
+	for _, en := range ents {
+		// Wait out a control operation in progress; workers are stopped.
+		for !en.tr.TryClaim() {
+			runtime.Gosched()
+		}
+		en.tr.Close()
+		en.tr.Unclaim()
+	}
+	return nil
+}
+
+// entry is the engine's record of one QP's transport: its worker and its
+// place in the ready queue.
+type entry struct {
+	tr     *qp.Transport
+	w      *worker
+	next   atomic.Pointer[entry]
+	queued atomic.Bool
+	active bool // in w.active (worker-owned)
+}
+
+// wake queues the QP on its worker (at most once) and kicks the worker.
+func (en *entry) wake() {
+	if en.queued.CompareAndSwap(false, true) {
+		en.w.ready.push(en)
+		en.w.kick()
+	}
+}

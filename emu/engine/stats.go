@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/irdma-emu/irdma-emu/emu/link"
+	"github.com/irdma-emu/irdma-emu/emu/qp"
+	"github.com/irdma-emu/irdma-emu/emu/timing"
+)
+
+// Stats is a snapshot of the data plane's statistics.
+type Stats struct {
+	// Port sums the port gate's counters and every worker's: packets and
+	// bytes both ways, retransmissions, NAKs by kind, ICRC outcomes, drops
+	// by reason.
+	Port qp.CounterSnapshot
+	// Meter is the device's cycle meter: modelled cycles per stage next to
+	// the counts (docs/timing.md).
+	Meter timing.Snapshot
+	// Link is the port link's own counters.
+	Link link.Stats
+	// Gate counts what the port's receive path did before the QPs: the
+	// drops by reason (ICRC, GID, QPN, transport, inbox full) and the ICRC
+	// outcomes; Delivered the frames it queued to QPs (a multicast frame
+	// once per member). Every received frame is one or the other.
+	Gate      qp.CounterSnapshot
+	Delivered uint64
+	// QPs is the number of QPs with a transport attached.
+	QPs int
+	// UnknownDoorbells counts doorbells naming no QP.
+	UnknownDoorbells uint64
+	// PortUp reports the link state last signalled.
+	PortUp bool
+}
+
+// Stats returns a snapshot.
+func (e *Engine) Stats() Stats {
+	s := Stats{Port: e.port.c.Snapshot(), Gate: e.port.c.Snapshot(), Delivered: e.port.delivered.Load(), Meter: e.dp.Meter.Snapshot(),
+		UnknownDoorbells: e.unknownDoorbells.Load(), PortUp: link.State(e.port.state.Load()) == link.StateUp}
+	for _, w := range e.workers {
+		s.Port.Add(w.port.Snapshot())
+	}
+	if e.port.l != nil {
+		s.Link = e.port.l.Stats()
+	}
+	e.entMu.Lock()
+	s.QPs = len(e.entries)
+	e.entMu.Unlock()
+	return s
+}
+
+// QPStats returns the counters of QP id, if it has a transport.
+func (e *Engine) QPStats(id uint32) (qp.CounterSnapshot, bool) {
+	q := e.dev.QPs().Get(id)
+	if q == nil {
+		return qp.CounterSnapshot{}, false
+	}
+	p := q.Engine.Load()
+	if p == nil {
+		return qp.CounterSnapshot{}, false
+	}
+	tr, ok := (*p).(*qp.Transport)
+	if !ok {
+		return qp.CounterSnapshot{}, false
+	}
+	return tr.C.Snapshot(), true
+}
+
+// Debug describes QP id's transport state (diagnostics).
+func (e *Engine) Debug(id uint32) string {
+	q := e.dev.QPs().Get(id)
+	if q == nil {
+		return "no QP"
+	}
+	p := q.Engine.Load()
+	if p == nil {
+		return "no transport"
+	}
+	tr, ok := (*p).(*qp.Transport)
+	if !ok {
+		return "not ours"
+	}
+	en, _ := tr.Owner.(*entry)
+	if en == nil {
+		return tr.Debug()
+	}
+	return fmt.Sprintf("worker %d queued %v: %s", en.w.id, en.queued.Load(), tr.Debug())
+}

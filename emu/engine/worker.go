@@ -1,0 +1,218 @@
+package engine
+
+import (
+	"math"
+	"runtime"
+	"time"
+
+	"github.com/irdma-emu/irdma-emu/emu/link"
+	"github.com/irdma-emu/irdma-emu/emu/qp"
+	"github.com/irdma-emu/irdma-emu/emu/timing"
+)
+
+// worker is one of the engine's fixed goroutines (or, stepped, one
+// partition Poll runs). Everything but ready, kickc and the counters is
+// touched by the worker only.
+type worker struct {
+	e     *Engine
+	id    int
+	ready readyQueue
+	kickc chan struct{}
+	timer timing.Timer
+
+	ctx    qp.Ctx
+	port   qp.Counters
+	tx     []*link.Packet
+	batch  int
+	run    []*entry
+	active []*entry
+
+	lastScan time.Duration
+}
+
+func newWorker(e *Engine, id int, pool *link.Pool) *worker {
+	w := &worker{e: e, id: id, kickc: make(chan struct{}, 1), batch: link.DefaultBatchSize}
+	w.ready.init()
+	w.ctx.Pool = pool
+	w.ctx.Port = &w.port
+	w.ctx.Send = w.send
+	return w
+}
+
+// kick wakes the worker's goroutine if it sleeps.
+func (w *worker) kick() {
+	select {
+	case w.kickc <- struct{}{}:
+	default:
+	}
+}
+
+// send queues a built packet; a full batch goes to the link at once.
+func (w *worker) send(p *link.Packet) {
+	w.tx = append(w.tx, p)
+	if len(w.tx) >= w.batch {
+		w.flush()
+	}
+}
+
+// flush hands the batch to the link (which owns the packets from then on,
+// whatever happens to them).
+func (w *worker) flush() {
+	if len(w.tx) == 0 {
+		return
+	}
+	if l := w.e.port.l; l != nil {
+		_ = l.Send(w.tx) // a closed link releases and returns net.ErrClosed
+	} else {
+		for _, p := range w.tx {
+			p.Release()
+		}
+	}
+	clear(w.tx)
+	w.tx = w.tx[:0]
+}
+
+// round runs every QP queued now, once; QPs with more to do queue again
+// for the next round. It reports whether any ran.
+func (w *worker) round() bool {
+	w.run = w.run[:0]
+	for en := w.ready.pop(); en != nil; en = w.ready.pop() {
+		w.run = append(w.run, en)
+	}
+	if len(w.run) == 0 {
+		return false
+	}
+	did := false
+	for _, en := range w.run {
+		if w.runEntry(en) {
+			did = true
+		}
+	}
+	clear(w.run)
+	return did
+}
+
+// runEntry runs one QP under its claim and reports whether it made
+// progress.
+func (w *worker) runEntry(en *entry) bool {
+	en.queued.Store(false)
+	tr := en.tr
+	if !tr.TryClaim() {
+		return false // the control plane holds it and wakes it when done
+	}
+	before := tr.Works()
+	more := tr.Run(&w.ctx)
+	did := tr.Works() != before
+	tr.Unclaim()
+	w.flush()
+	if tr.Dead() {
+		return did
+	}
+	if !en.active {
+		en.active = true
+		w.active = append(w.active, en)
+	}
+	if more {
+		en.wake()
+	}
+	return did
+}
+
+// scan is the valid-bit rescan: it polls the doorbell sources (worker 0)
+// and wakes every active QP with a posted WQE or pending work, then runs
+// them; QPs idle for Linger leave the set. It reports whether the QPs it
+// ran made progress.
+func (w *worker) scan(now time.Duration) bool {
+	w.lastScan = now
+	if w.id == 0 {
+		if srcs := w.e.sources.Load(); srcs != nil {
+			for _, s := range *srcs {
+				s.Poll(w.e.Doorbell)
+			}
+		}
+	}
+	j := 0
+	linger := w.e.cfg.Scan.Linger
+	for _, en := range w.active {
+		tr := en.tr
+		switch {
+		case tr.Dead():
+			en.active = false
+			continue
+		case tr.HasWork():
+			en.wake()
+		case now-tr.LastWork() > linger && tr.Idle():
+			en.active = false
+			continue
+		}
+		w.active[j] = en
+		j++
+	}
+	clear(w.active[j:])
+	w.active = w.active[:j]
+	// Run what the scan and the sources woke.
+	return w.round()
+}
+
+// loop is the worker goroutine: run what is ready; when nothing is, rescan
+// the active QPs, then back off — a few yields, then sleeps doubling from
+// MinBackoff to MaxBackoff — or, with nothing to scan, sleep until kicked.
+// The scan also runs every MaxBackoff while busy, so a QP rung without a
+// doorbell is found under load too.
+func (w *worker) loop() {
+	defer w.e.wg.Done()
+	sc := &w.e.cfg.Scan
+	clk := w.e.clock
+	w.timer = clk.AfterFunc(math.MaxInt64, w.kick)
+	w.timer.Stop()
+	idle := 0
+	for {
+		select {
+		case <-w.e.stop:
+			return
+		default:
+		}
+		now := clk.Now()
+		scanDue := !sc.Disabled && now-w.lastScan >= sc.MaxBackoff
+		if w.round() {
+			idle = 0
+			if scanDue {
+				w.scan(now)
+			}
+			// Yield between rounds: a worker kept busy would otherwise hold
+			// its P until the runtime preempts it (10 ms), starving the
+			// workers and link goroutines that feed it, which is the order
+			// of the retransmission timer.
+			runtime.Gosched()
+			continue
+		}
+		if !sc.Disabled && w.scan(now) {
+			idle = 0
+			continue
+		}
+		idle++
+		if idle <= sc.Spin {
+			runtime.Gosched()
+			continue
+		}
+		polled := w.id == 0 && w.e.sources.Load() != nil
+		if !sc.Disabled && (len(w.active) > 0 || polled) {
+			shift := min(idle-sc.Spin-1, 30)
+			d := min(sc.MinBackoff<<shift, sc.MaxBackoff)
+			w.timer.Reset(d)
+		}
+		select {
+		case <-w.kickc:
+		case <-w.e.stop:
+			return
+		}
+	}
+}
+
+// close releases what the stopped worker still holds.
+func (w *worker) close() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.flush()
+}

@@ -1,0 +1,92 @@
+package qp
+
+import "github.com/irdma-emu/irdma-emu/emu/hostmem"
+
+// EngineHook is how the control plane coordinates with the data plane.
+// The data plane stores its per-QP state in QP.Engine; when that value
+// implements EngineHook, MODIFY_QP, FLUSH_WQES and DESTROY_QP bracket their
+// work with BeginControl and EndControl.
+//
+// BeginControl returns once the data plane is not running the QP and will
+// not run it until EndControl; before returning it writes its consumer
+// indices back into the QP's work queues (SyncWQ), so that FLUSH_WQES walks
+// from the oldest WQE the data plane has not completed. EndControl lets the
+// data plane run the QP again; destroyed reports DESTROY_QP, after which
+// the data plane drops the QP's state, timers and queued packets.
+//
+// Neither call may be made with q.mu held: the data plane takes q.mu in
+// SyncWQ and EnterError, after it holds the QP.
+type EngineHook interface {
+	BeginControl()
+	EndControl(destroyed bool)
+}
+
+// hook returns the data plane's hook, if one is attached.
+func (q *QP) hook() EngineHook {
+	p := q.Engine.Load()
+	if p == nil {
+		return nil
+	}
+	h, _ := (*p).(EngineHook)
+	return h
+}
+
+// beginControl calls the hook's BeginControl and returns the matching end.
+func (q *QP) beginControl() func(destroyed bool) {
+	h := q.hook()
+	if h == nil {
+		return func(bool) {}
+	}
+	h.BeginControl()
+	return h.EndControl
+}
+
+// Gen counts the changes of the QP's context (CREATE_QP, every MODIFY_QP):
+// the data plane re-reads Attrs and Context when it moves.
+func (q *QP) Gen() uint64 { return q.gen.Load() }
+
+// WQState is a work queue's consumer index and the polarity expected
+// there.
+type WQState struct {
+	Cons uint32
+	Pol  uint8
+}
+
+// SyncWQ stores the data plane's consumer indices: for each queue, the
+// oldest WQE it has not completed. FLUSH_WQES walks from there. The data
+// plane calls it from BeginControl and when it moves the QP to ERROR.
+func (q *QP) SyncWQ(sq, rq WQState) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sq.cons, q.sq.pol = sq.Cons%max(q.sq.Mem.Size, 1), sq.Pol&1
+	q.rq.cons, q.rq.pol = rq.Cons%max(q.rq.Mem.Size, 1), rq.Pol&1
+}
+
+// WQStates returns the consumer states of the SQ and the RQ.
+func (q *QP) WQStates() (sq, rq WQState) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return WQState{q.sq.cons, q.sq.pol}, WQState{q.rq.cons, q.rq.pol}
+}
+
+// EnterError moves the QP to ERROR on a fatal error the data plane found
+// (a malformed WQE, an access violation, retries exhausted), storing its
+// consumer indices first as SyncWQ does. The hardware raises the AE; the
+// driver then issues MODIFY_QP(ERROR) and FLUSH_WQES (irdma-datapath.md
+// §7.4 steps 1–3).
+func (q *QP) EnterError(sq, rq WQState) {
+	q.SyncWQ(sq, rq)
+	q.state.Store(uint32(StateError))
+	q.gen.Add(1)
+}
+
+// PublishSQTail writes the data plane's SQ fetch index into the shadow
+// area (qword0 [14:0], IRDMA_QP_DBSA_HW_SQ_TAIL) without taking q.mu: the
+// kernel's doorbell suppression compares it with its ring head
+// (irdma_uk_qp_post_wr, irdma-datapath.md §5.1).
+func PublishSQTail(mem *hostmem.Memory, shadow hostmem.IOVA, idx uint32) {
+	if shadow == 0 {
+		return
+	}
+	_ = mem.Store64(shadow, uint64(idx&ShadowSQTailMask))
+}

@@ -1,0 +1,819 @@
+package qp
+
+import (
+	"time"
+
+	"github.com/irdma-emu/irdma-emu/emu/cq"
+	"github.com/irdma-emu/irdma-emu/emu/link"
+	"github.com/irdma-emu/irdma-emu/emu/mr"
+	"github.com/irdma-emu/irdma-emu/emu/timing"
+	"github.com/irdma-emu/irdma-emu/emu/wire"
+)
+
+// The responder (IBTA §9.7.4, §9.7.5; rxe_resp.c, roce-rxe.md §2.3) takes
+// the peer's requests in PSN order. Its spec variables:
+//
+//	ePSN    the expected PSN (rxe resp.psn)
+//	msn     the message sequence number, sent in every AETH (C9-148:
+//	        READs count when accepted)
+//	nakSent a PSN sequence (or RNR) NAK went out for ePSN: one per gap
+//
+// Requests ahead of ePSN draw one PSN-sequence-error NAK per gap and are
+// dropped; requests behind it are duplicates: SEND/WRITE are acknowledged
+// again with ePSN−1 (C9-105), a READ is executed again from memory (a
+// sub-range re-request included), an atomic is answered from the saved
+// result (the "responder resources", IRD entries; never re-executed).
+// Responses leave in PSN order through the output queue: ACKs, NAKs,
+// ATOMIC ACKs and READ responses; consecutive ACKs coalesce into the
+// latest, and while READ responses are being sent later requests wait.
+
+type msgKind uint8
+
+const (
+	msgNone msgKind = iota
+	msgSend
+	msgWrite
+)
+
+// curMsg is the message in progress.
+type curMsg struct {
+	kind   msgKind
+	off    uint64 // bytes placed
+	va     uint64 // WRITE: RETH VA
+	rkey   uint32 // WRITE: RETH R_Key
+	length uint64 // WRITE: RETH DMA length
+}
+
+// resource is a saved READ or atomic (rxe resp_res): what a duplicate is
+// answered from.
+type resource struct {
+	kind   entryKind // kindRead or kindAtomic; kindLocal = free
+	first  wire.PSN
+	last   wire.PSN
+	va     uint64
+	rkey   uint32
+	length uint64
+	orig   uint64
+}
+
+type itemKind uint8
+
+const (
+	itemAck itemKind = iota
+	itemRead
+	itemAtomic
+)
+
+// respItem is a response waiting to be sent.
+type respItem struct {
+	kind   itemKind
+	syn    wire.Syndrome
+	psn    wire.PSN
+	va     uint64
+	rkey   uint32
+	length uint64
+	off    uint64
+	sent   bool
+	orig   uint64
+	due    time.Duration
+}
+
+type responder struct {
+	ePSN    wire.PSN
+	msn     uint32
+	nakSent bool
+	cur     curMsg
+	wqe     RQWQE // the receive WQE of the SEND (or WRITE with immediate) in progress
+	res     []resource
+	resNext int
+	out     []respItem
+	outHead int
+	outN    int
+	reads   int // READ items in out
+	ackT    dpTimer
+}
+
+func (r *responder) resize(ird int) {
+	r.res = make([]resource, ird)
+	r.resNext = 0
+	if r.out == nil {
+		r.out = make([]respItem, ird+16)
+	} else if len(r.out) < ird+16 {
+		o := make([]respItem, ird+16)
+		for i := 0; i < r.outN; i++ {
+			o[i] = r.out[(r.outHead+i)%len(r.out)]
+		}
+		r.out, r.outHead = o, 0
+	}
+}
+
+// reset drops the message in progress and the responses (QP error).
+func (r *responder) reset() {
+	r.cur = curMsg{}
+	r.outHead, r.outN, r.reads = 0, 0, 0
+}
+
+// abortMessage forgets the message in progress (its WQE was flushed).
+func (r *responder) abortMessage() { r.cur = curMsg{} }
+
+func (r *responder) pending() bool { return r.outN > 0 }
+
+// blocked: READ responses are being sent; later requests wait.
+func (r *responder) blocked() bool { return r.reads > 0 }
+
+// sendable: a response can go now (not an ACK held back by AckDelay).
+func (r *responder) sendable(now time.Duration) bool {
+	return r.outN > 0 && (r.out[r.outHead].kind != itemAck || r.out[r.outHead].due <= now)
+}
+
+func (r *responder) push(it respItem) bool {
+	if r.out == nil || r.outN == len(r.out) {
+		return false
+	}
+	r.out[(r.outHead+r.outN)%len(r.out)] = it
+	r.outN++
+	if it.kind == itemRead {
+		r.reads++
+	}
+	return true
+}
+
+func (r *responder) full() bool { return r.out == nil || r.outN >= len(r.out)-1 }
+
+// queueAck queues an ACK for psn due at due; it coalesces into a queued
+// ACK not yet sent (every ACK acknowledges all PSNs before it).
+func (r *responder) queueAck(t *Transport, ctx *Ctx, psn wire.PSN, due time.Duration) {
+	if r.outN > 0 {
+		tail := &r.out[(r.outHead+r.outN-1)%len(r.out)]
+		if tail.kind == itemAck && tail.syn.IsACK() {
+			tail.psn = psn
+			tail.due = min(tail.due, due)
+			t.C.AcksCoalesced.Add(1)
+			ctx.Port.AcksCoalesced.Add(1)
+			return
+		}
+	}
+	r.push(respItem{kind: itemAck, syn: wire.ACKSyndrome(wire.CreditsInvalid), psn: psn, due: due})
+}
+
+// queueNAK queues an RNR NAK or a PSN sequence NAK.
+func (r *responder) queueNAK(syn wire.Syndrome, psn wire.PSN, now time.Duration) {
+	r.push(respItem{kind: itemAck, syn: syn, psn: psn, due: now})
+}
+
+// ackIfAsked queues the ACK an AckReq packet asks for: at once at a
+// message end, after AckDelay inside a long message.
+func (r *responder) ackIfAsked(t *Transport, ctx *Ctx, p *wire.Packet, psn wire.PSN) {
+	if !p.BTH.AckReq() {
+		return
+	}
+	due := ctx.now
+	if !p.Opcode().IsEnd() {
+		due += t.dp.Tun.AckDelay
+	}
+	r.queueAck(t, ctx, psn, due)
+}
+
+// advance moves ePSN past n PSNs.
+func (r *responder) advance(n uint32) {
+	r.ePSN = r.ePSN.Add(n)
+	r.nakSent = false
+}
+
+// handle processes one request packet.
+func (r *responder) handle(t *Transport, ctx *Ctx, f *wire.Frame) {
+	p := &f.Packet
+	op := p.Opcode()
+	if t.isUD() {
+		r.handleUD(t, ctx, f)
+		return
+	}
+	if op.Transport() != wire.TransportRC {
+		t.drop(ctx, DropTransport)
+		return
+	}
+	psn := p.BTH.PSN()
+	switch d := psn.Diff(r.ePSN); {
+	case d > 0:
+		// Ahead: one NAK per gap, carrying the expected PSN (rxe
+		// check_psn RESPST_ERR_PSN_OUT_OF_SEQ).
+		t.C.OutOfSequence.Add(1)
+		ctx.Port.OutOfSequence.Add(1)
+		if !r.nakSent {
+			r.nakSent = true
+			r.queueNAK(wire.NAKSyndrome(wire.NAKPSNSequenceError), r.ePSN, ctx.now)
+		}
+		t.drop(ctx, DropOutOfSequence)
+		return
+	case d < 0:
+		t.C.Duplicates.Add(1)
+		ctx.Port.Duplicates.Add(1)
+		r.duplicate(t, ctx, f)
+		return
+	}
+	// Sequencing (rxe check_op_seq): inside a message only its middle or
+	// last packets; outside one only first or only packets.
+	if r.cur.kind != msgNone {
+		same := r.cur.kind == msgSend && op.IsSend() || r.cur.kind == msgWrite && op.IsWrite()
+		if !same || !(op.IsMiddle() || op.IsLast()) {
+			r.invalid(t, ctx, psn)
+			return
+		}
+	} else if op.IsMiddle() || op.IsLast() {
+		r.invalid(t, ctx, psn)
+		return
+	}
+	// Lengths against the path MTU (C9-20..C9-23, rxe check_length).
+	if op.CheckPayloadLen(len(p.Payload), t.mtu) != nil {
+		r.invalid(t, ctx, psn)
+		return
+	}
+	switch op.Operation() {
+	case wire.OpSend:
+		r.onSend(t, ctx, f)
+	case wire.OpRDMAWrite:
+		r.onWrite(t, ctx, f)
+	case wire.OpRDMAReadRequest:
+		r.onRead(t, ctx, p)
+	case wire.OpCompareSwap, wire.OpFetchAdd:
+		r.onAtomic(t, ctx, p)
+	default:
+		// FLUSH and ATOMIC WRITE are not GEN_2 operations.
+		r.invalid(t, ctx, psn)
+	}
+}
+
+// invalid NAKs an invalid request (0x61) and fails the QP (rxe Class C/J
+// errors: opcode sequence, operation not allowed, length, alignment).
+func (r *responder) invalid(t *Transport, ctx *Ctx, psn wire.PSN) {
+	r.nakFatal(t, ctx, wire.NAKInvalidRequest, psn, AEInvalidRequest, cq.AESourceRQ, r.cur.kind == msgSend)
+}
+
+// nakFatal sends a NAK for psn at once, completes the receive WQE in
+// progress with the error (when withWQE), raises ae and moves the QP to
+// ERROR.
+func (r *responder) nakFatal(t *Transport, ctx *Ctx, code wire.NAKCode, psn wire.PSN, ae uint16, src uint8, withWQE bool) {
+	r.sendAck(t, ctx, wire.NAKSyndrome(code), psn)
+	var idx uint32
+	if withWQE {
+		idx = r.rqError(t, ctx, ae)
+	}
+	t.enterError(ctx, ae, src, idx)
+}
+
+// rqError completes the current receive WQE with the flush code of ae.
+func (r *responder) rqError(t *Transport, ctx *Ctx, ae uint16) uint32 {
+	idx := t.recv.Consume()
+	var c cq.CQE
+	t.baseCQE(&c)
+	c.Error = true
+	c.Major, c.Minor = cq.MajorFlush, FlushCodeForAE(ae)
+	c.WQEIdx = uint16(idx)
+	c.PayloadLen = uint32(r.cur.off)
+	t.postCQE(ctx, t.recvCQ, &c)
+	r.cur = curMsg{}
+	return idx
+}
+
+// takeWQE peeks the next receive WQE for a message that consumes one. It
+// reports false when the request was answered otherwise: an RNR NAK (no
+// WQE posted, IBTA §9.7.5.2.8) or a fatal error (a malformed WQE).
+func (r *responder) takeWQE(t *Transport, ctx *Ctx, psn wire.PSN) bool {
+	ok, err := t.recv.Peek(t.dp.Mem, t.dp.Meter, t.dp.limits, &r.wqe)
+	if err != nil {
+		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceRQ, false)
+		return false
+	}
+	if !ok {
+		r.nakSent = true // no sequence NAK for the packets that follow
+		r.queueNAK(wire.RNRNAKSyndrome(t.dp.Tun.MinRNRTimer), psn, ctx.now)
+		return false
+	}
+	if !r.wqe.OK() {
+		ae := AEWQEInvalidFragData
+		for _, v := range r.wqe.Violations() {
+			if re := v.Code.Reaction(); re.AE != 0 {
+				ae = re.AE
+				break
+			}
+		}
+		// rxe: a malformed receive WQE is a remote operational error.
+		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, ae, cq.AESourceRQ, true)
+		return false
+	}
+	t.C.RQWQEs.Add(1)
+	ctx.Port.RQWQEs.Add(1)
+	return true
+}
+
+// onSend places a SEND packet into the receive WQE.
+func (r *responder) onSend(t *Transport, ctx *Ctx, f *wire.Frame) {
+	p := &f.Packet
+	op := p.Opcode()
+	psn := p.BTH.PSN()
+	if op.IsStart() {
+		if !r.takeWQE(t, ctx, psn) {
+			return
+		}
+		r.cur = curMsg{kind: msgSend}
+	}
+	n := uint64(len(p.Payload))
+	if r.cur.off+n > r.wqe.TotalLen {
+		// Longer than the receive buffer: the requester sees an invalid
+		// request, the receive WQE a local length error (irdma AE 0x0303).
+		r.nakFatal(t, ctx, wire.NAKInvalidRequest, psn, AEMsgTooLongForBuffer, cq.AESourceRQ, true)
+		return
+	}
+	if ae := scatter(t, ctx, r.wqe.Fragments(), r.cur.off, p.Payload); ae != 0 {
+		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, ae, cq.AESourceRQ, true)
+		return
+	}
+	r.cur.off += n
+	r.advance(1)
+	if !op.IsEnd() {
+		r.ackIfAsked(t, ctx, p, psn)
+		return
+	}
+	var c cq.CQE
+	t.baseCQE(&c)
+	c.PayloadLen = uint32(r.cur.off)
+	c.Op = uint8(op)
+	c.SolEvent = p.BTH.SE()
+	if p.ImmDt != nil {
+		c.Ext, c.ImmValid, c.Imm = true, true, p.ImmDt.Imm()
+	}
+	if p.IETH != nil {
+		// SEND with invalidate: the R_Key goes invalid before the
+		// completion (IBTA §10.6.6.1; rxe invalidate_rkey).
+		rk := p.IETH.RKey()
+		if err := t.dp.MRs.Invalidate(rk, t.pd(), t.q.ID, true); err != nil {
+			r.nakFatal(t, ctx, wire.NAKInvalidRequest, psn, aeOf(err), cq.AESourceRQ, true)
+			return
+		}
+		t.hw(StatRDMAVInv, 1)
+		c.STagOrIPv4, c.Qword2Low = true, rk
+	}
+	c.WQEIdx = uint16(t.recv.Consume())
+	t.postCQE(ctx, t.recvCQ, &c)
+	r.cur = curMsg{}
+	r.msn = (r.msn + 1) & wire.MSNMask
+	t.hw(StatRDMARxSnds, 1)
+	r.ackIfAsked(t, ctx, p, psn)
+}
+
+// onWrite places a WRITE packet at the RETH's VA through its R_Key.
+func (r *responder) onWrite(t *Transport, ctx *Ctx, f *wire.Frame) {
+	p := &f.Packet
+	op := p.Opcode()
+	psn := p.BTH.PSN()
+	pd, qpn := t.pd(), t.q.ID
+	if op.IsStart() {
+		if !t.attrs.RemoteWrite {
+			r.invalid(t, ctx, psn)
+			return
+		}
+		va, rkey, length := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALen())
+		if length > maxMsgSize {
+			r.invalid(t, ctx, psn)
+			return
+		}
+		// A zero-length WRITE needs no valid R_Key (IBTA C9-88, rxe).
+		if length > 0 {
+			var err error
+			if ctx.spans, err = t.dp.MRs.Translate(rkey, pd, qpn, va, length, mr.AccessRemoteWrite, true, ctx.spans[:0]); err != nil {
+				r.nakFatal(t, ctx, wire.NAKRemoteAccessError, psn, aeOf(err), cq.AESourceInRR, false)
+				return
+			}
+		}
+		r.cur = curMsg{kind: msgWrite, va: va, rkey: rkey, length: length}
+	}
+	n := uint64(len(p.Payload))
+	rest := r.cur.length - r.cur.off
+	// Each packet but the last carries the path MTU, the last the rest
+	// (rxe check_length for writes).
+	if op.IsEnd() && n != rest || !op.IsEnd() && n >= rest {
+		r.invalid(t, ctx, psn)
+		return
+	}
+	if op.HasImmDt() {
+		// The immediate consumes a receive WQE; check before placing so
+		// that an RNR NAK leaves nothing half done.
+		if !r.takeWQE(t, ctx, psn) {
+			return
+		}
+	}
+	if n > 0 {
+		var err error
+		if ctx.spans, err = t.dp.MRs.Translate(r.cur.rkey, pd, qpn, r.cur.va+r.cur.off, n, mr.AccessRemoteWrite, true, ctx.spans[:0]); err != nil {
+			r.nakFatal(t, ctx, wire.NAKRemoteAccessError, psn, aeOf(err), cq.AESourceInRR, false)
+			return
+		}
+		t.dp.charge(timing.PayloadDMAWrite, int(n))
+		src := p.Payload
+		for _, s := range ctx.spans {
+			if err := t.dp.Mem.Write(s.IOVA, src[:s.Len]); err != nil {
+				r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceInRR, false)
+				return
+			}
+			src = src[s.Len:]
+		}
+	}
+	r.cur.off += n
+	r.advance(1)
+	if !op.IsEnd() {
+		r.ackIfAsked(t, ctx, p, psn)
+		return
+	}
+	if op.HasImmDt() {
+		var c cq.CQE
+		t.baseCQE(&c)
+		c.PayloadLen = uint32(r.cur.length)
+		c.Op = uint8(op)
+		c.SolEvent = p.BTH.SE()
+		c.Ext, c.ImmValid, c.Imm = true, true, p.ImmDt.Imm()
+		c.WQEIdx = uint16(t.recv.Consume())
+		t.postCQE(ctx, t.recvCQ, &c)
+	}
+	r.cur = curMsg{}
+	r.msn = (r.msn + 1) & wire.MSNMask
+	t.hw(StatRDMARxWrs, 1)
+	r.ackIfAsked(t, ctx, p, psn)
+}
+
+// npkts is the number of PSNs a READ of length bytes consumes.
+func npkts(length uint64, mtu int) uint32 {
+	if length <= uint64(mtu) {
+		return 1
+	}
+	return uint32((length + uint64(mtu) - 1) / uint64(mtu))
+}
+
+// onRead accepts a READ request: checks, saves the resource, queues the
+// responses.
+func (r *responder) onRead(t *Transport, ctx *Ctx, p *wire.Packet) {
+	psn := p.BTH.PSN()
+	if !t.attrs.RemoteRead || len(r.res) == 0 {
+		r.invalid(t, ctx, psn)
+		return
+	}
+	if r.full() {
+		t.drop(ctx, DropResponderBusy) // the requester retries
+		return
+	}
+	va, rkey, length := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALen())
+	if length > maxMsgSize {
+		r.invalid(t, ctx, psn)
+		return
+	}
+	if length > 0 {
+		var err error
+		if ctx.spans, err = t.dp.MRs.Translate(rkey, t.pd(), t.q.ID, va, length, mr.AccessRemoteRead, true, ctx.spans[:0]); err != nil {
+			r.nakFatal(t, ctx, wire.NAKRemoteAccessError, psn, aeOf(err), cq.AESourceInRR, false)
+			return
+		}
+	}
+	n := npkts(length, t.mtu)
+	r.save(resource{kind: kindRead, first: psn, last: psn.Add(n - 1), va: va, rkey: rkey, length: length})
+	r.push(respItem{kind: itemRead, psn: psn, va: va, rkey: rkey, length: length})
+	r.msn = (r.msn + 1) & wire.MSNMask
+	r.advance(n)
+	t.hw(StatRDMARxRds, 1)
+}
+
+func (r *responder) save(x resource) {
+	r.res[r.resNext] = x
+	r.resNext = (r.resNext + 1) % len(r.res)
+}
+
+// onAtomic executes FETCH_ADD or COMPARE_SWAP on the 8 bytes at the
+// AtomicETH's VA and saves the original value for duplicates.
+func (r *responder) onAtomic(t *Transport, ctx *Ctx, p *wire.Packet) {
+	psn := p.BTH.PSN()
+	if !t.dp.Profile.Atomics || !t.attrs.RemoteWrite || len(r.res) == 0 {
+		r.invalid(t, ctx, psn)
+		return
+	}
+	if r.full() {
+		t.drop(ctx, DropResponderBusy)
+		return
+	}
+	a := p.AtomicETH
+	va, rkey := a.VA(), a.RKey()
+	if va&7 != 0 {
+		r.invalid(t, ctx, psn) // rxe: a misaligned atomic is an invalid request
+		return
+	}
+	pd, qpn := t.pd(), t.q.ID
+	var err error
+	ctx.spans, err = t.dp.MRs.Translate(rkey, pd, qpn, va, 8, mr.AccessRemoteAtomic, true, ctx.spans[:0])
+	if ae, _ := mr.AEOf(err); ae == mr.AERightsViolation && t.dp.Profile.Gen < 3 {
+		// GEN_2 MRs carry no remote-atomic right (REMOTE_ATOMIC_EN is
+		// GEN_3's, irdma-controlpath.md §5.2): remote write stands for it.
+		ctx.spans, err = t.dp.MRs.Translate(rkey, pd, qpn, va, 8, mr.AccessRemoteWrite, true, ctx.spans[:0])
+	}
+	if err != nil {
+		r.nakFatal(t, ctx, wire.NAKRemoteAccessError, psn, aeOf(err), cq.AESourceInRR, false)
+		return
+	}
+	if len(ctx.spans) != 1 {
+		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceInRR, false)
+		return
+	}
+	iova := ctx.spans[0].IOVA
+	var orig uint64
+	if p.Opcode() == wire.RCCompareSwap {
+		orig, err = t.dp.Mem.CompareAndSwap64(iova, a.Compare(), a.SwapAdd())
+	} else {
+		orig, err = t.dp.Mem.Add64(iova, a.SwapAdd())
+	}
+	if err != nil {
+		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceInRR, false)
+		return
+	}
+	t.dp.charge(timing.PayloadDMAWrite, 8)
+	r.save(resource{kind: kindAtomic, first: psn, last: psn, orig: orig})
+	r.push(respItem{kind: itemAtomic, psn: psn, orig: orig})
+	r.msn = (r.msn + 1) & wire.MSNMask
+	r.advance(1)
+}
+
+// duplicate answers a request behind ePSN (IBTA §9.7.5.1.1; rxe
+// duplicate_request).
+func (r *responder) duplicate(t *Transport, ctx *Ctx, f *wire.Frame) {
+	p := &f.Packet
+	psn := p.BTH.PSN()
+	switch p.Opcode().Operation() {
+	case wire.OpSend, wire.OpRDMAWrite:
+		if p.BTH.AckReq() {
+			// C9-105: acknowledge with the last PSN executed.
+			r.queueAck(t, ctx, r.ePSN.Sub(1), ctx.now)
+			return
+		}
+	case wire.OpRDMAReadRequest:
+		if x := r.find(kindRead, psn); x != nil && !r.full() {
+			va, length := p.RETH.VA(), uint64(p.RETH.DMALen())
+			off := uint64(psn.Diff(x.first)) * uint64(t.mtu)
+			// A re-request must fall inside the original, at the offset
+			// its PSN implies, with the same R_Key (rxe find_resource).
+			if p.RETH.RKey() == x.rkey && va == x.va+off && off+length <= x.length {
+				r.push(respItem{kind: itemRead, psn: psn, va: va, rkey: x.rkey, length: length})
+				t.C.ReadReplays.Add(1)
+				ctx.Port.ReadReplays.Add(1)
+				return
+			}
+		}
+	case wire.OpCompareSwap, wire.OpFetchAdd:
+		if x := r.find(kindAtomic, psn); x != nil && x.first == psn && !r.full() {
+			// Answered from the saved result, never executed again.
+			r.push(respItem{kind: itemAtomic, psn: psn, orig: x.orig})
+			t.C.AtomicReplays.Add(1)
+			ctx.Port.AtomicReplays.Add(1)
+			return
+		}
+	}
+	t.drop(ctx, DropDuplicate)
+}
+
+// find returns the saved resource of kind k whose PSNs hold psn.
+func (r *responder) find(k entryKind, psn wire.PSN) *resource {
+	for i := range r.res {
+		x := &r.res[i]
+		if x.kind == k && psn.InRange(x.first, x.last.Next()) {
+			return x
+		}
+	}
+	return nil
+}
+
+// ---- output -----------------------------------------------------------------
+
+// flushOut sends the queued responses in order: READ responses up to
+// RespBurst packets per visit, ACKs when due.
+func (r *responder) flushOut(t *Transport, ctx *Ctx) bool {
+	did := false
+	budget := t.dp.Tun.RespBurst
+	for r.outN > 0 && t.q.State() != StateError {
+		it := &r.out[r.outHead]
+		switch it.kind {
+		case itemAck:
+			if it.due > ctx.now {
+				r.ackT.arm(t.dp.Clock, ctx.now, it.due-ctx.now)
+				return did
+			}
+			if !r.sendAck(t, ctx, it.syn, it.psn) {
+				return did
+			}
+			r.ackT.disarm()
+		case itemAtomic:
+			if !r.sendAtomicAck(t, ctx, it) {
+				return did
+			}
+		case itemRead:
+			for !it.sent || it.off < it.length {
+				if budget <= 0 {
+					return did
+				}
+				if !r.sendReadResponse(t, ctx, it) {
+					return did
+				}
+				did = true
+				budget--
+			}
+			r.reads--
+		}
+		did = true
+		r.outHead = (r.outHead + 1) % len(r.out)
+		r.outN--
+	}
+	return did
+}
+
+// responseFrame takes a packet and prepares the framing to the peer.
+func (r *responder) responseFrame(t *Transport, ctx *Ctx) *link.Packet {
+	p := t.newPacket(ctx)
+	if p == nil {
+		return nil
+	}
+	if !t.rcFrame(ctx) {
+		p.Release()
+		return nil
+	}
+	ctx.pf = wire.PacketFields{}
+	return p
+}
+
+// sendAck sends an ACKNOWLEDGE with syndrome syn for psn (AETH with the
+// MSN; rxe send_ack). NAKs and RNR NAKs are counted by kind.
+func (r *responder) sendAck(t *Transport, ctx *Ctx, syn wire.Syndrome, psn wire.PSN) bool {
+	p := r.responseFrame(t, ctx)
+	if p == nil {
+		return false
+	}
+	ctx.pf.BTH = wire.BTHFields{Opcode: wire.RCAcknowledge, PKey: t.pkey(), DestQP: t.attrs.DestQP, PSN: psn}
+	ctx.pf.AETH = wire.AETHFields{Syndrome: syn, MSN: r.msn}
+	if !t.encode(ctx, p, 0) {
+		return false
+	}
+	if syn.IsACK() {
+		t.C.AcksSent.Add(1)
+		ctx.Port.AcksSent.Add(1)
+	} else {
+		k := nakKindOf(syn)
+		t.C.NAKsSent[k].Add(1)
+		ctx.Port.NAKsSent[k].Add(1)
+	}
+	t.transmit(ctx, p)
+	return true
+}
+
+// sendAtomicAck sends an ATOMIC ACKNOWLEDGE with the original value.
+func (r *responder) sendAtomicAck(t *Transport, ctx *Ctx, it *respItem) bool {
+	p := r.responseFrame(t, ctx)
+	if p == nil {
+		return false
+	}
+	ctx.pf.BTH = wire.BTHFields{Opcode: wire.RCAtomicAcknowledge, PKey: t.pkey(), DestQP: t.attrs.DestQP, PSN: it.psn}
+	ctx.pf.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: r.msn}
+	ctx.pf.AtomicAckETH = wire.AtomicAckETHFields{OrigRemoteData: it.orig}
+	if !t.encode(ctx, p, 0) {
+		return false
+	}
+	t.transmit(ctx, p)
+	return true
+}
+
+// sendReadResponse sends the next READ response packet of it: FIRST,
+// MIDDLE…, LAST or ONLY, PSNs from the request's, AETH on all but the
+// middle ones, the R_Key checked again for every packet (rxe read_reply).
+func (r *responder) sendReadResponse(t *Transport, ctx *Ctx, it *respItem) bool {
+	mtu := uint64(t.mtu)
+	n := min(mtu, it.length-it.off)
+	var op wire.Opcode
+	switch {
+	case it.length <= mtu:
+		op = wire.RCRDMAReadResponseOnly
+	case it.off == 0:
+		op = wire.RCRDMAReadResponseFirst
+	case it.off+n == it.length:
+		op = wire.RCRDMAReadResponseLast
+	default:
+		op = wire.RCRDMAReadResponseMiddle
+	}
+	psn := it.psn.Add(uint32(it.off / mtu))
+	if n > 0 {
+		var err error
+		ctx.spans, err = t.dp.MRs.Translate(it.rkey, t.pd(), t.q.ID, it.va+it.off, n, mr.AccessRemoteRead, true, ctx.spans[:0])
+		if err != nil {
+			r.nakFatal(t, ctx, wire.NAKRemoteAccessError, psn, aeOf(err), cq.AESourceOutRR, false)
+			return false
+		}
+	}
+	p := r.responseFrame(t, ctx)
+	if p == nil {
+		return false
+	}
+	ctx.pf.BTH = wire.BTHFields{Opcode: op, PKey: t.pkey(), DestQP: t.attrs.DestQP, PSN: psn}
+	ctx.pf.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: r.msn}
+	if !t.encode(ctx, p, int(n)) {
+		return false
+	}
+	if n > 0 {
+		// The spans were translated before the packet was taken; ctx.spans
+		// is unchanged since.
+		t.dp.charge(timing.PayloadDMARead, int(n))
+		dst := ctx.frame.Packet.Payload
+		for _, s := range ctx.spans {
+			if err := t.dp.Mem.Read(s.IOVA, dst[:s.Len]); err != nil {
+				p.Release()
+				r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceOutRR, false)
+				return false
+			}
+			dst = dst[s.Len:]
+		}
+	}
+	t.transmit(ctx, p)
+	it.off += n
+	it.sent = true
+	return true
+}
+
+// ---- UD -------------------------------------------------------------------------
+
+// udGRHSize is the 40-byte area at the head of a UD receive buffer (IBTA
+// §11.4.1.1): rxe and irdma put the IPv6 header there, or 20 zero bytes and
+// the IPv4 header (roce-rxe.md §2.3).
+const udGRHSize = 40
+
+// handleUD delivers a UD datagram into the next receive WQE.
+func (r *responder) handleUD(t *Transport, ctx *Ctx, f *wire.Frame) {
+	p := &f.Packet
+	if p.Opcode().Transport() != wire.TransportUD {
+		t.drop(ctx, DropTransport)
+		return
+	}
+	ok, err := t.recv.Peek(t.dp.Mem, t.dp.Meter, t.dp.limits, &r.wqe)
+	if err != nil {
+		t.enterError(ctx, AELCEQPCatastrophic, cq.AESourceRQ, t.recv.State().Cons)
+		return
+	}
+	if !ok {
+		t.drop(ctx, DropNoRecvWQE) // UD has no RNR: the datagram is lost
+		return
+	}
+	if !r.wqe.OK() {
+		ae := AEWQEInvalidFragData
+		for _, v := range r.wqe.Violations() {
+			if re := v.Code.Reaction(); re.AE != 0 {
+				ae = re.AE
+				break
+			}
+		}
+		idx := r.rqError(t, ctx, ae)
+		t.enterError(ctx, ae, cq.AESourceRQ, idx)
+		return
+	}
+	n := len(p.Payload)
+	if uint64(udGRHSize+n) > r.wqe.TotalLen {
+		t.drop(ctx, DropUDTooLong)
+		return
+	}
+	var grh [udGRHSize]byte
+	if f.IPv4 != nil {
+		copy(grh[20:], f.IPv4[:min(len(f.IPv4), 20)])
+	} else {
+		copy(grh[:], f.IPv6)
+	}
+	frags := r.wqe.Fragments()
+	if ae := scatter(t, ctx, frags, 0, grh[:]); ae != 0 {
+		idx := r.rqError(t, ctx, ae)
+		t.enterError(ctx, ae, cq.AESourceRQ, idx)
+		return
+	}
+	if ae := scatter(t, ctx, frags, udGRHSize, p.Payload); ae != 0 {
+		idx := r.rqError(t, ctx, ae)
+		t.enterError(ctx, ae, cq.AESourceRQ, idx)
+		return
+	}
+	t.C.RQWQEs.Add(1)
+	ctx.Port.RQWQEs.Add(1)
+	var c cq.CQE
+	t.baseCQE(&c)
+	c.PayloadLen = uint32(udGRHSize + n)
+	c.Op = uint8(p.Opcode())
+	c.SolEvent = p.BTH.SE()
+	c.Qword2Low = p.DETH.SrcQP() // IRDMACQ_UDSRCQPN
+	c.STagOrIPv4 = f.IPv4 != nil // IRDMACQ_IPV4
+	c.Ext = true
+	if f.Ethernet != nil {
+		c.SMAC, c.SMACValid = [6]byte(f.Ethernet.Src()), true
+	}
+	if f.VLAN != nil {
+		c.VLAN, c.VLANValid = f.VLAN.TCI(), true
+	}
+	if p.ImmDt != nil {
+		c.ImmValid, c.Imm = true, p.ImmDt.Imm()
+	}
+	c.WQEIdx = uint16(t.recv.Consume())
+	t.postCQE(ctx, t.recvCQ, &c)
+	t.hw(StatRDMARxSnds, 1)
+}
