@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/irdma-emu/irdma-emu/emu/hmc"
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
@@ -64,7 +65,12 @@ func TestTranslateConcurrentDereg(t *testing.T) {
 			}
 		}(g)
 	}
-	for i := 0; i < 2000; i++ {
+	// Keep re-registering until the readers have seen both outcomes (on a
+	// loaded machine they may not even have started after 2000 rounds),
+	// within a bound.
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; i < 2000 || ((ok.Load() == 0 || failed.Load() == 0) && time.Now().Before(deadline)); i++ {
+		runtime.Gosched()
 		key, first := uint8(1), uint32(100)
 		if i%2 == 0 {
 			key, first = 2, 200
