@@ -145,9 +145,10 @@ func programName() string {
 	return "irdma-emu-client"
 }
 
-// DefaultDoorbellRetry is how often an idle CQ poll rings again for QPs
-// whose send work is not complete (CQ.Poll explains why).
-const DefaultDoorbellRetry = time.Millisecond
+// DefaultDoorbellRetry is 0: one doorbell per post, as libirdma rings.
+// The daemon rings every QP of a context when the context's shared
+// doorbell word changes, so an overwritten QP id loses nothing.
+const DefaultDoorbellRetry time.Duration = 0
 
 // SetDoorbellRetry sets the interval of the doorbell retries of CQ.Poll;
 // 0 turns them off, leaving one doorbell per post as libirdma rings.

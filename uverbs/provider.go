@@ -230,11 +230,18 @@ func (p *Provider) Poll(ring func(qpid uint32)) {
 			p.foreignDB.Add(1)
 			continue
 		}
-		rung = append(rung, v)
+		// The context has one SQ doorbell word: when two of its QPs post
+		// back to back the second store replaces the first, and stores of
+		// the same id coalesce. The value read names only the last ringer,
+		// so every QP of the context is rung; an engine scan of a QP with
+		// no new WQE costs one valid-bit read.
+		p.doorbells.Add(1)
+		for id := range *s.qpIDs.Load() {
+			rung = append(rung, id)
+		}
 	}
 	p.mu.RUnlock()
 	for _, id := range rung {
-		p.doorbells.Add(1)
 		ring(id)
 	}
 }

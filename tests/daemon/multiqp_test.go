@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -14,20 +13,11 @@ import (
 // overwrite the first before the daemon reads it; both QPs must still be
 // served.
 //
-// With the client's doorbell retries (the default) they are. With one
-// doorbell per post, as libirdma rings, the daemon loses the first QP's
-// doorbell — a daemon bug (uverbs.Provider.Poll hands the data plane only
-// the last QP id stored in the context's doorbell word, and the engine does
-// not scan a QP that has never had work), reproduced by the
-// one-doorbell-per-post case, run when IRDMA_EMU_KNOWN_BUGS=1.
+// One doorbell per post, as libirdma rings: uverbs.Provider.Poll rings
+// every QP of the context when its doorbell word changes, so the QP whose
+// id was overwritten is served too.
 func TestDoorbellTwoQPs(t *testing.T) {
-	t.Run("client-retry", func(t *testing.T) { doorbellTwoQPs(t, client.DefaultDoorbellRetry) })
-	t.Run("one-doorbell-per-post", func(t *testing.T) {
-		if os.Getenv("IRDMA_EMU_KNOWN_BUGS") != "1" {
-			t.Skip("KNOWN BUG (uverbs/engine): a context's second QP overwrites the first's doorbell and the first is never served; IRDMA_EMU_KNOWN_BUGS=1 runs it")
-		}
-		doorbellTwoQPs(t, 0)
-	})
+	doorbellTwoQPs(t, 0)
 }
 
 func doorbellTwoQPs(t *testing.T, retry time.Duration) {
