@@ -25,7 +25,8 @@ type Stats struct {
 	// once per member). Every received frame is one or the other.
 	Gate      qp.CounterSnapshot
 	Delivered uint64
-	// QPs is the number of QPs with a transport attached.
+	// QPs is the number of live (not destroyed) QPs with a transport
+	// attached. Records of destroyed QPs are dropped lazily (register).
 	QPs int
 	// UnknownDoorbells counts doorbells naming no QP.
 	UnknownDoorbells uint64
@@ -44,7 +45,11 @@ func (e *Engine) Stats() Stats {
 		s.Link = e.port.l.Stats()
 	}
 	e.entMu.Lock()
-	s.QPs = len(e.entries)
+	for _, en := range e.entries {
+		if !en.tr.Dead() {
+			s.QPs++
+		}
+	}
 	e.entMu.Unlock()
 	return s
 }

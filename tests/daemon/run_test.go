@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -49,15 +48,12 @@ func TestRunDaemons(t *testing.T) {
 	}
 	cli.kill()
 	srv.wait(t, 60*time.Second)
-	// KNOWN BUG (emu/engine): the engine keeps every transport it ever
-	// attached (Engine.entries only grows), so port.active_qps never goes
-	// down; the QP table (the stats' QP list) does. IRDMA_EMU_KNOWN_BUGS=1
-	// checks active_qps too.
-	strict := os.Getenv("IRDMA_EMU_KNOWN_BUGS") == "1"
+	// Both the QP table (the stats' QP list) and the engine's live
+	// transports (port.active_qps) go back to zero.
 	deadline = time.Now().Add(15 * time.Second)
 	for {
 		s := ctlStats(t, ctlB)
-		if len(s.QPs) == 0 && (!strict || s.Port.ActiveQPs == 0) {
+		if len(s.QPs) == 0 && s.Port.ActiveQPs == 0 {
 			t.Logf("after the kill: no QPs; port.active_qps %d", s.Port.ActiveQPs)
 			break
 		}
