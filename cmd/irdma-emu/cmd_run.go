@@ -18,6 +18,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/attach"
 	"github.com/irdma-emu/irdma-emu/emu/link"
 	"github.com/irdma-emu/irdma-emu/emu/link/udp"
+	"github.com/irdma-emu/irdma-emu/emu/profile"
 	"github.com/irdma-emu/irdma-emu/internal/daemon"
 )
 
@@ -112,6 +113,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Pcap, "pcap", "", "record every frame sent and received to `FILE` (pcapng if it ends in .pcapng, else pcap)")
 	fs.IntVar(&cfg.Engine.Workers, "workers", 0, "data-plane worker goroutines (default min(GOMAXPROCS, 4))")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on the orderly part of shutdown")
+	atomics := fs.Bool("atomics", false, "enable RDMA atomics (FETCH_ADD, CMP_SWAP): an E810 has them only when its firmware allows (FTN_FLAGS)")
+	fs.DurationVar(&cfg.Engine.Scan.MaxBackoff, "scan-max-backoff", 0, "longest sleep between rescans of active QPs: bounds the latency of a WQE whose doorbell was coalesced, against CPU when idle (default 1ms; docs/dataplane.md)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, runUsage)
 		fs.PrintDefaults()
@@ -134,6 +137,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err := daemon.CheckName(cfg.Name); err != nil {
 		fmt.Fprintf(stderr, "irdma-emu run: --name: %v\n", err)
 		return exitUsage
+	}
+	if cfg.Engine.Scan.MaxBackoff < 0 || cfg.Engine.Scan.MaxBackoff > time.Second {
+		fmt.Fprintf(stderr, "irdma-emu run: --scan-max-backoff %v out of range 0..1s\n", cfg.Engine.Scan.MaxBackoff)
+		return exitUsage
+	}
+	if *atomics {
+		cfg.Profile = profile.GEN2().WithAtomics(true)
 	}
 	if cfg.Engine.Workers < 0 || cfg.Engine.Workers > 256 {
 		fmt.Fprintf(stderr, "irdma-emu run: --workers %d out of range 0..256\n", cfg.Engine.Workers)

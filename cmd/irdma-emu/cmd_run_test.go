@@ -141,6 +141,9 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"--log-level", "loud"}, "log-level"},
 		{[]string{"--log-format", "xml"}, "log-format"},
 		{[]string{"--workers", "-1"}, "workers"},
+		{[]string{"--scan-max-backoff", "-1ms"}, "scan-max-backoff"},
+		{[]string{"--scan-max-backoff", "5s"}, "scan-max-backoff"},
+		{[]string{"--atomics=maybe"}, "atomics"},
 		{[]string{"stray"}, "stray"},
 	} {
 		var out, errb bytes.Buffer
