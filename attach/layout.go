@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -24,13 +25,36 @@ const (
 // DefaultDevice is the device name used when none is given.
 const DefaultDevice = "irdma0"
 
-// RunDir returns the run directory: $IRDMA_EMU_RUN_DIR if set, else
-// DefaultRunDir.
+// RunDir returns the run directory a client (the tools, exec, the Go
+// client) looks in: $IRDMA_EMU_RUN_DIR if set; else DefaultRunDir if it
+// exists; else the per-user FallbackRunDir if it exists (where an
+// unprivileged daemon puts its files); else DefaultRunDir.
 func RunDir() string {
 	if d := os.Getenv(EnvRunDir); d != "" {
 		return d
 	}
+	if isDir(DefaultRunDir) {
+		return DefaultRunDir
+	}
+	if fb := FallbackRunDir(); isDir(fb) {
+		return fb
+	}
 	return DefaultRunDir
+}
+
+// FallbackRunDir is the per-user run directory a daemon uses when it
+// cannot write DefaultRunDir: $XDG_RUNTIME_DIR/irdma-emu, or
+// /tmp/irdma-emu-<uid>.
+func FallbackRunDir() string {
+	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
+		return filepath.Join(x, "irdma-emu")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("irdma-emu-%d", os.Geteuid()))
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // SocketPath is the attach socket of a device: <runDir>/<device>.sock.

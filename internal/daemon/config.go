@@ -111,14 +111,8 @@ func RunDir() string {
 	return FallbackRunDir()
 }
 
-// FallbackRunDir is the per-user run directory: $XDG_RUNTIME_DIR/irdma-emu,
-// or /tmp/irdma-emu-<uid>.
-func FallbackRunDir() string {
-	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
-		return filepath.Join(x, "irdma-emu")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("irdma-emu-%d", os.Geteuid()))
-}
+// FallbackRunDir is attach.FallbackRunDir: the per-user run directory.
+func FallbackRunDir() string { return attach.FallbackRunDir() }
 
 // usable reports whether dir exists and is writable, or could be created
 // (its parent is writable).
