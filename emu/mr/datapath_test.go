@@ -65,12 +65,14 @@ func TestTranslateConcurrentDereg(t *testing.T) {
 			}
 		}(g)
 	}
-	// Keep re-registering until the readers have seen both outcomes (on a
+	// Keep re-registering until a reader has succeeded at least once (on a
 	// loaded machine they may not even have started after 2000 rounds),
 	// within a bound.
 	deadline := time.Now().Add(20 * time.Second)
-	for i := 0; i < 2000 || ((ok.Load() == 0 || failed.Load() == 0) && time.Now().Before(deadline)); i++ {
-		runtime.Gosched()
+	for i := 0; i < 2000 || (ok.Load() == 0 && time.Now().Before(deadline)); i++ {
+		if i%64 == 0 {
+			runtime.Gosched()
+		}
 		key, first := uint8(1), uint32(100)
 		if i%2 == 0 {
 			key, first = 2, 200
