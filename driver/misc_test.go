@@ -275,3 +275,65 @@ func TestParseAEQE(t *testing.T) {
 		t.Errorf("TOO_MANY_RNRS → %d", c)
 	}
 }
+
+// TestResources: the counts of allocated objects leave out the reserved
+// ids, follow every create and destroy, and refused creates leave nothing.
+func TestResources(t *testing.T) {
+	f := newFakeHW(t, 1)
+	d := openFake(t, f)
+	if r := d.Resources(); r != (Resources{}) {
+		t.Fatalf("after bring-up %+v, want none", r)
+	}
+	pd := mustPD(t, d)
+	cq, err := d.CreateCQ(CQAttr{CQE: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr := QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	q, _, err := d.CreateQP(pd, attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := attr
+	bad.Cap.MaxInlineData = 102
+	if _, _, err := d.CreateQP(pd, bad); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("refused create: %v", err)
+	}
+	mr, err := d.AllocMR(pd, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := d.AllocMW(pd, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ah, err := d.CreateAH(pd, AHAttr{GRH: true, SGIDIndex: 1, HopLimit: 64,
+		DGID: gidFromAddr(netip.MustParseAddr("192.0.2.2")), DMAC: [6]byte{2, 0xaa, 0xbb, 0xcc, 0xdd, 0xee}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, want := d.Resources(), (Resources{PDs: 1, CQs: 1, QPs: 1, MRs: 2, AHs: 1}); r != want {
+		t.Errorf("with one of each: %+v, want %+v", r, want)
+	}
+	if err := d.DestroyAH(ah); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeallocMW(mw); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeregMR(mr); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DestroyQP(q); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.DestroyCQ(cq); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeallocPD(pd); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.Resources(); r != (Resources{}) {
+		t.Errorf("after the destroys %+v, want none", r)
+	}
+}

@@ -12,11 +12,12 @@ import (
 // search: start at next, wrap once, -EOVERFLOW when full
 // (utils.c:irdma_alloc_rsrc).
 type idBitmap struct {
-	mu   sync.Mutex
-	bits []uint64
-	max  uint32
-	next uint32
-	used uint32
+	mu       sync.Mutex
+	bits     []uint64
+	max      uint32
+	next     uint32
+	used     uint32
+	reserved uint32 // ids reserve took (no object behind them)
 }
 
 func newIDBitmap(max uint32) *idBitmap {
@@ -30,6 +31,7 @@ func (b *idBitmap) reserve(id uint32) {
 	if id < b.max && b.bits[id/64]&(1<<(id%64)) == 0 {
 		b.bits[id/64] |= 1 << (id % 64)
 		b.used++
+		b.reserved++
 	}
 }
 
@@ -79,6 +81,33 @@ func (b *idBitmap) inUse() uint32 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used
+}
+
+// allocated is the ids alloc handed out and free has not taken back.
+func (b *idBitmap) allocated() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return int(b.used - b.reserved)
+}
+
+// Resources are the objects the device's consumers hold, as the resource
+// bitmaps count them (irdma's allocated_pds, _cqs, _qps, _mrs, _ahs,
+// _mcgs), without the ids irdma_initialize_hw_rsrc reserves.
+type Resources struct {
+	PDs, CQs, QPs int
+	MRs           int // STag indices: MRs and MWs
+	AHs           int
+	McastGroups   int
+}
+
+// Resources returns what is allocated now: user contexts' objects and
+// kernel-mode consumers' alike.
+func (d *Device) Resources() Resources {
+	if d.qpIDs == nil { // not brought up
+		return Resources{}
+	}
+	return Resources{PDs: d.pdIDs.allocated(), CQs: d.cqIDs.allocated(), QPs: d.qpIDs.allocated(),
+		MRs: d.mrIDs.allocated(), AHs: d.ahIDs.allocated(), McastGroups: d.mcgIDs.allocated()}
 }
 
 // dmaMem is irdma_dma_mem: a host-memory allocation the device reaches by

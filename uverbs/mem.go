@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"syscall"
@@ -216,7 +217,7 @@ func (s *Session) userPages(start, length uint64, queue bool) ([]uint64, *hostme
 	if _, err := pm.ReadAt(b[:], int64(end-1)); err != nil {
 		return nil, nil, eFAULT
 	}
-	r, err := s.p.mem.MapIO(pm, pm, int64(base), int(size), fmt.Sprintf("mr-%d-%#x", s.id, start))
+	r, err := s.p.mem.MapIO(progMem{pm}, progMem{pm}, int64(base), int(size), fmt.Sprintf("mr-%d-%#x", s.id, start))
 	if err != nil {
 		return nil, nil, eNOMEM
 	}
@@ -227,6 +228,40 @@ func (s *Session) userPages(start, length uint64, queue bool) ([]uint64, *hostme
 	}
 	s.mapIO += size
 	return pages, r, nil
+}
+
+// progMem is the program's /proc/self/mem as the MapIO regions of its
+// registrations reach it. The kernel pins registered pages (ib_umem_get):
+// a NIC's DMA to and from them goes on after the program's address space
+// is gone — the program was killed or exited, and its uverbs file is not
+// released yet (do_exit drops the mm before it closes the files) — until
+// the QP is destroyed and the MR deregistered. /proc/pid/mem then moves
+// nothing, with no error (mem_rw finds no mm users), so progMem makes
+// writes succeed into nothing and reads give zeros: a peer's WRITE or SEND
+// to a program that just died is acknowledged as by the hardware, not
+// answered with a remote operational error, and the peer's QP only sees
+// silence once the session's cleanup has destroyed the QP (retries
+// exceeded). Zeros stand for the stale contents a NIC would read. An
+// address the live program has not mapped still fails (EIO).
+type progMem struct{ f *os.File }
+
+// ReadAt implements io.ReaderAt.
+func (m progMem) ReadAt(p []byte, off int64) (int, error) {
+	n, err := m.f.ReadAt(p, off)
+	if err == io.EOF { // no address space any more
+		clear(p[n:])
+		return len(p), nil
+	}
+	return n, err
+}
+
+// WriteAt implements io.WriterAt.
+func (m progMem) WriteAt(p []byte, off int64) (int, error) {
+	n, err := m.f.WriteAt(p, off)
+	if errors.Is(err, io.ErrUnexpectedEOF) { // no address space any more
+		return len(p), nil
+	}
+	return n, err
 }
 
 // unmapIO releases a MapIO region made by userPages.

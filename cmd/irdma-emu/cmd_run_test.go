@@ -366,7 +366,8 @@ func TestStatsAndDevinfoTools(t *testing.T) {
 		t.Errorf("devinfo --json:\n%s", out)
 	}
 	out, rc = run("stats")
-	for _, want := range []string{"tool0 port 1: PORT_ACTIVE", "ip4InPkts", "retransmissions", "modelled cycles", "cqp-command", "QPs: none"} {
+	for _, want := range []string{"tool0 port 1: PORT_ACTIVE", "resources: 0 sessions, 0 PDs, 0 CQs, 0 QPs (0 with a transport)",
+		"ip4InPkts", "retransmissions", "modelled cycles", "cqp-command", "QPs: none"} {
 		if rc != 0 || !strings.Contains(out, want) {
 			t.Errorf("stats lacks %q:\n%s", want, out)
 		}

@@ -136,6 +136,13 @@ func formatStats(s daemon.Stats, prev *daemon.Stats, oneQP bool) string {
 		}
 	}
 	if !oneQP {
+		r := s.Resources
+		sessions := fmt.Sprint(r.Sessions)
+		if r.Sessions < 0 {
+			sessions = "?"
+		}
+		p("resources: %s sessions, %d PDs, %d CQs, %d QPs (%d with a transport), %d MRs/MWs, %d AHs, %d multicast groups, %d bus regions\n",
+			sessions, r.PDs, r.CQs, r.QPs, r.Transports, r.MRs, r.AHs, r.McastGroups, r.BusRegions)
 		p("\nhardware counters (irdma hw_stats)\n")
 		if pt.HWError != "" {
 			p("  unavailable: %s\n", pt.HWError)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 	"github.com/irdma-emu/irdma-emu/internal/daemon"
 	"github.com/irdma-emu/irdma-emu/internal/daemon/daemontest"
+	"github.com/irdma-emu/irdma-emu/internal/testaddr"
 )
 
 func TestMain(m *testing.M) { daemontest.Main(m) }
@@ -604,4 +606,49 @@ func TestFaultsUnderTraffic(t *testing.T) {
 	if l.Reopens != 5 || l.Faults.Lost == 0 || s.Port.Retransmissions == 0 || l.Faults.Spec != "" {
 		t.Errorf("stats: reopens %d, lost %d, retransmissions %d, spec %q", l.Reopens, l.Faults.Lost, s.Port.Retransmissions, l.Faults.Spec)
 	}
+}
+
+// TestStatsResources: the control socket's stats count what a program
+// holds — its session, PD, CQ, QP, MR, its rings' bus regions, its QP's
+// transport once it had traffic — and give the baseline back when the
+// program's connection closes.
+func TestStatsResources(t *testing.T) {
+	addr := testaddr.Loopback(t, 1)[0].String()
+	d := daemontest.Start(t, "rs0", addr, nil)
+	c := dial(t, d)
+	stats := func() daemon.Resources {
+		t.Helper()
+		s, err := c.Stats(-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Resources
+	}
+	base := stats()
+	if base.Sessions != 0 || base.PDs != 0 || base.CQs != 0 || base.QPs != 0 || base.MRs != 0 || base.AHs != 0 ||
+		base.Transports != 0 || base.BusRegions == 0 {
+		t.Fatalf("an idle daemon: %+v", base)
+	}
+	e := newRCEnd(t, d, addr)
+	e.connect(t, e)
+	if _, err := e.qp.PostRecv([]client.RecvWR{{WrID: 1, SGList: []client.SGE{e.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.qp.PostSend([]client.SendWR{{WrID: 2, Opcode: client.WRSend, Flags: client.SendSignaled,
+		SGList: []client.SGE{e.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, wc := range e.poll(t, 2, 10*time.Second) {
+		if wc.Status != client.WCSuccess {
+			t.Fatalf("completion %+v", wc)
+		}
+	}
+	r := stats()
+	if r.Sessions != 1 || r.PDs < 1 || r.CQs != 1 || r.QPs != 1 || r.MRs != 1 || r.Transports != 1 || r.BusRegions <= base.BusRegions {
+		t.Errorf("with a program's RC QP: %+v (idle %+v)", r, base)
+	}
+	if err := e.ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return stats() == base }, "the resources to return to "+fmt.Sprintf("%+v", base))
 }

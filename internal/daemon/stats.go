@@ -27,7 +27,32 @@ type Stats struct {
 	// QPs are the QPs with a data-plane transport (all of them, or the
 	// one asked for).
 	QPs []QPStats `json:"qps"`
+	// Resources are what the device holds now.
+	Resources Resources `json:"resources"`
 }
+
+// Resources count what the device holds now: the attach sessions (the
+// programs' open uverbs files), the objects of every consumer as the
+// driver's resource bitmaps count them (reserved ids left out), the
+// host-memory regions mapped at device IOVAs (the driver's own DMA memory
+// included) and the QPs with a data-plane transport. A program that exits
+// or is killed gives all of it back (docs/daemon.md).
+type Resources struct {
+	// Sessions is -1 when the attach handler does not count them.
+	Sessions    int `json:"sessions"`
+	PDs         int `json:"pds"`
+	CQs         int `json:"cqs"`
+	QPs         int `json:"qps"`
+	MRs         int `json:"mrs"` // MRs and MWs: STag indices
+	AHs         int `json:"ahs"`
+	McastGroups int `json:"mcast_groups"`
+	BusRegions  int `json:"bus_regions"`
+	Transports  int `json:"transports"` // port.active_qps
+}
+
+// sessionCounter is implemented by an attach handler that counts its
+// sessions (the uverbs provider).
+type sessionCounter interface{ Sessions() int }
 
 // PortStats are the counters of port 1.
 type PortStats struct {
@@ -171,6 +196,7 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 	p.UnknownDoorbells = es.UnknownDoorbells
 	p.Link = d.linkStats()
 	s.Cycles = cycles(es.Meter, d.dev.Meter().Model().Hz())
+	s.Resources = d.resources(es.QPs)
 
 	if qpn >= 0 {
 		q, ok := d.qpStats(uint32(qpn))
@@ -196,6 +222,16 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 		}
 	}
 	return s, nil
+}
+
+func (d *Daemon) resources(transports int) Resources {
+	r := d.drv.Resources()
+	out := Resources{Sessions: -1, PDs: r.PDs, CQs: r.CQs, QPs: r.QPs, MRs: r.MRs, AHs: r.AHs,
+		McastGroups: r.McastGroups, BusRegions: d.dev.Mem().NumRegions(), Transports: transports}
+	if sc, ok := d.handler.(sessionCounter); ok {
+		out.Sessions = sc.Sessions()
+	}
+	return out
 }
 
 func (d *Daemon) qpStats(id uint32) (QPStats, bool) {

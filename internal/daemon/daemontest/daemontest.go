@@ -119,10 +119,16 @@ func goTool() string {
 // Main runs the tests and removes the binary Binary built.
 func Main(m *testing.M) {
 	code := m.Run()
+	RemoveBinary()
+	os.Exit(code)
+}
+
+// RemoveBinary removes the binary Binary built, for a TestMain that does
+// more than Main after the tests.
+func RemoveBinary() {
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
-	os.Exit(code)
 }
 
 // Proc is an `irdma-emu run` process.
