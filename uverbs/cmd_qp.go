@@ -150,7 +150,7 @@ func (s *Session) doCreateQP(a *bundle, c qpCreate, ex bool) error {
 	}
 	qo.qp = qp
 	qo.handle = s.h.alloc(object{kindQP, qo})
-	s.setQPID(qp.ID(), true)
+	s.setQPID(qp, true)
 
 	resp := make([]byte, szExCreateQPResp)
 	put32(resp, 0, qo.handle)
@@ -465,7 +465,7 @@ func (s *Session) destroyQP(a *bundle) error {
 		return err
 	}
 	qo.dead.Store(true)
-	s.setQPID(qo.qp.ID(), false)
+	s.setQPID(qo.qp, false)
 	s.h.remove(h)
 	var n uint32
 	if ef := s.async.Load(); ef != nil {

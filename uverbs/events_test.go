@@ -1,6 +1,7 @@
 package uverbs_test
 
 import (
+	"context"
 	"os"
 	"syscall"
 	"testing"
@@ -242,7 +243,9 @@ func TestQuiesce(t *testing.T) {
 	r := c.ok(c.raw(getContextCmd(5, 0)), "GET_CONTEXT")
 	async := r.fds[0].File
 	c.ok(c.raw(allocPDCmd()), "ALLOC_PD")
-	e.p.Quiesce()
+	if err := e.p.Quiesce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	rec := waitRecord(t, async, 16)
 	if le.Uint64(rec) != 0 || le.Uint32(rec[8:]) != 8 {
 		t.Errorf("quiesce event %x: want element 0, IB_EVENT_DEVICE_FATAL", rec)

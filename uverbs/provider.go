@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -261,18 +262,34 @@ func (p *Provider) PortEvent(ev driver.AsyncEvent) {
 const ibEventDeviceFatal = 8
 
 // Quiesce prepares the device's removal, as the uverbs core does when a
-// device goes away under open files (ib_uverbs_free_hw_resources): every
-// context gets IB_EVENT_DEVICE_FATAL (element 0) on its async event file;
-// from then on new opens fail with -EIO, and so does every command but
-// the destroys (rdma_lookup_get_uobject on a disassociated file). The
-// attach server's Close then destroys what the contexts still hold.
-func (p *Provider) Quiesce() {
+// device goes away under open files (ib_uverbs_free_hw_resources): from
+// now on new opens fail with -EIO, and so does every command but the
+// destroys (rdma_lookup_get_uobject on a disassociated file); every QP of
+// every context is moved to the error state through the driver
+// (MODIFY_QP to ERROR, then FLUSH_WQES, as irdma_modify_qp_roce does), so
+// that the work the programs posted completes as flushed in their own CQ
+// rings; and every context gets IB_EVENT_DEVICE_FATAL (element 0) on its
+// async event file. The attach server's Close then destroys what the
+// contexts still hold. ctx bounds the flushes; the event is sent anyway.
+func (p *Provider) Quiesce(ctx context.Context) error {
 	if p.quiesced.Swap(true) {
-		return
+		return nil
+	}
+	var err error
+	for _, s := range *p.sessions.Load() {
+		for _, q := range *s.qpIDs.Load() {
+			if err = ctx.Err(); err != nil {
+				break
+			}
+			// A QP destroyed meanwhile by its program answers an error;
+			// one already in ERROR is not modified again by the driver.
+			_ = p.d.ModifyQP(q, &driver.QPAttr{QPState: driver.QPSErr}, driver.QPAttrState)
+		}
 	}
 	for _, s := range *p.sessions.Load() {
 		s.asyncEvent(nil, 0, ibEventDeviceFatal)
 	}
+	return err
 }
 
 // Stats are the provider's counters.

@@ -36,9 +36,9 @@ type Session struct {
 	h        handleTable
 	channels []*compChannel
 	mem      memMap
-	mapIO    uint64                              // bytes mapped through /proc/self/mem
-	qpIDs    atomic.Pointer[map[uint32]struct{}] // the context's QP ids, for Poll
-	closing  atomic.Bool                         // no more events once set
+	mapIO    uint64                                // bytes mapped through /proc/self/mem
+	qpIDs    atomic.Pointer[map[uint32]*driver.QP] // the context's QPs by id, for Poll and Quiesce
+	closing  atomic.Bool                           // no more events once set
 	closed   bool
 }
 
@@ -52,7 +52,7 @@ func newSession(p *Provider, peer *attach.Peer) *Session {
 		f = append(f, zap.String("program", peer.Hello.Program))
 	}
 	s.log = p.log.With(f...)
-	empty := map[uint32]struct{}{}
+	empty := map[uint32]*driver.QP{}
 	s.qpIDs.Store(&empty)
 	return s
 }
@@ -421,16 +421,16 @@ func (s *Session) ownsQP(id uint32) bool {
 	return ok
 }
 
-func (s *Session) setQPID(id uint32, add bool) {
+func (s *Session) setQPID(q *driver.QP, add bool) {
 	old := *s.qpIDs.Load()
-	m := make(map[uint32]struct{}, len(old)+1)
-	for k := range old {
-		m[k] = struct{}{}
+	m := make(map[uint32]*driver.QP, len(old)+1)
+	for k, v := range old {
+		m[k] = v
 	}
 	if add {
-		m[id] = struct{}{}
+		m[q.ID()] = q
 	} else {
-		delete(m, id)
+		delete(m, q.ID())
 	}
 	s.qpIDs.Store(&m)
 }

@@ -532,11 +532,28 @@ func (e *rcEnd) poll(t *testing.T, n int, within time.Duration) []client.WorkCom
 
 // TestShutdownFlushes: a program's QP with receives outstanding when the
 // daemon shuts down gets a flush completion for each (WR_FLUSH_ERR), in
-// its own CQ ring, and the device-fatal event on its async event file.
+// its own CQ ring, and the device-fatal event on its async event file —
+// whether the QP reached RTS or only RTR (a server waiting for its first
+// message): the shutdown moves every QP to the error state, not only the
+// ones irdma_destroy_qp would.
 func TestShutdownFlushes(t *testing.T) {
-	d := daemontest.Start(t, "fl0", "127.0.10.2", nil)
-	e := newRCEnd(t, d, "127.0.10.2")
-	e.connect(t, e) // connected to itself: receives wait for nobody
+	t.Run("RTS", func(t *testing.T) { shutdownFlushes(t, "fl0", "127.0.10.2", true) })
+	t.Run("RTR", func(t *testing.T) { shutdownFlushes(t, "fl1", "127.0.10.40", false) })
+}
+
+func shutdownFlushes(t *testing.T, name, addr string, rts bool) {
+	d := daemontest.Start(t, name, addr, nil)
+	e := newRCEnd(t, d, addr)
+	if rts {
+		e.connect(t, e) // connected to itself: receives wait for nobody
+	} else {
+		a := &client.QPAttr{State: client.QPSRTR, PathMTU: client.MTU1024, DestQPN: e.qp.QPN(), RQPSN: 1, MaxDestRdAtomic: 1, MinRNRTimer: 12,
+			AH: client.AHAttr{IsGlobal: true, DGID: e.gid, SGIDIndex: uint8(e.gidx), HopLimit: 1, PortNum: 1}}
+		if err := e.qp.Modify(a, client.AttrState|client.AttrAV|client.AttrPathMTU|client.AttrDestQPN|client.AttrRQPSN|
+			client.AttrMaxDestRdAtomic|client.AttrMinRNRTimer); err != nil {
+			t.Fatalf("RTR: %v", err)
+		}
+	}
 	const n = 3
 	for i := range n {
 		if _, err := e.qp.PostRecv([]client.RecvWR{{WrID: uint64(100 + i), SGList: []client.SGE{e.mr.SGE(0, 64)}}}); err != nil {

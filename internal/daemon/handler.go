@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/irdma-emu/irdma-emu/attach"
-	"github.com/irdma-emu/irdma-emu/driver"
 	"github.com/irdma-emu/irdma-emu/uverbs"
 )
 
@@ -30,20 +29,10 @@ func DefaultHandler(d *Daemon) (attach.Handler, error) {
 // Port events reach the provider's PortEvent (PortEventSink) directly.
 type uverbsHandler struct{ *uverbs.Provider }
 
-// Quiesce tells every user context the device is going away. The provider
-// has no way yet to move its contexts' QPs to the error state on its own;
-// until it has (a Quiesce of its own, which is then used), the QPs go to
-// the error state — with flush completions written into the programs' CQ
-// rings, which are the programs' memory — when the attach server closes
-// each session and the driver destroys them (irdma_destroy_qp moves a live
-// QP to error first).
-func (h uverbsHandler) Quiesce(ctx context.Context) error {
-	if q, ok := any(h.Provider).(Quiescer); ok {
-		return q.Quiesce(ctx)
-	}
-	h.Provider.PortEvent(driver.AsyncEvent{Type: EventDeviceFatal})
-	return nil
-}
+// Quiesce is the provider's: every user QP to the error state (flush
+// completions in the programs' CQs), then IB_EVENT_DEVICE_FATAL to every
+// context.
+func (h uverbsHandler) Quiesce(ctx context.Context) error { return h.Provider.Quiesce(ctx) }
 
 // ResolveTimeout bounds a neighbour lookup for uverbs (rdma_resolve_ip's
 // timeout as ib_resolve_eth_dmac uses it is of this order).
