@@ -25,15 +25,22 @@ var ppRemote = regexp.MustCompile(`  remote address: LID 0x[0-9a-f]{4}, QPN 0x[0
 // the same extra flags, and returns both outputs.
 func pingpong(t *testing.T, srvSock, cliSock, srvAddr string, extra ...string) (string, string) {
 	t.Helper()
+	return pingpongIn(t, nil, srvSock, cliSock, srvAddr, extra...)
+}
+
+// pingpongIn is pingpong with both programs started behind prefix (e.g.
+// `ip netns exec NAME`).
+func pingpongIn(t *testing.T, prefix []string, srvSock, cliSock, srvAddr string, extra ...string) (string, string) {
+	t.Helper()
 	port := nextPort()
 	sa := append([]string{"pingpong", "-d", srvSock, "-p", port, "--timeout", "60s"}, extra...)
-	srv := start(t, nil, nil, sa...)
+	srv := start(t, nil, prefix, sa...)
 	time.Sleep(300 * time.Millisecond) // the server listens after its setup
 	ca := append([]string{"pingpong", "-d", cliSock, "-p", port, "--timeout", "60s"}, extra...)
 	ca = append(ca, srvAddr)
 	var cli *proc
 	for try := 0; ; try++ {
-		cli = start(t, nil, nil, ca...)
+		cli = start(t, nil, prefix, ca...)
 		err := cli.wait(t, 90*time.Second)
 		if err == nil || try == 20 || !regexpConnRefused(cli.out.String()) {
 			if err != nil {
