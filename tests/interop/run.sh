@@ -58,7 +58,7 @@ elapsed=$(( $(date +%s) - start ))
 echo
 echo "== interop summary"
 grep -E '^(--- |    --- )(PASS|FAIL|SKIP)' "$log" || true
-grep -E 'DURATION|first RoCEv2 packet' "$log" | sed -E 's/^ +[a-z_]+\.go:[0-9]+: /  /' || true
+grep -E 'DURATION|RESULT|RXE RACE|first RoCEv2 packet|irdma-emu decode:' "$log" | sed -E 's/^ +[a-z_]+\.go:[0-9]+: /  /' || true
 if grep -q 'interop guest tests SKIPPED' "$log"; then
   echo "run.sh: WARNING: scenarios were skipped (see above)"
 fi

@@ -10,7 +10,8 @@
 //     serial port;
 //   - the console: WaitMarker, Steps;
 //   - host-side programs and sockets in the namespace: Netns;
-//   - rxe's counters and kernel log: RxeCounters, Dmesg, EnableRxeDebug.
+//   - rxe's counters and kernel log: RxeCounters, Dmesg, EnableRxeDebug,
+//     RxeDebugControl.
 //
 // StartT, WaitReadyT and RunT wrap these for tests. docs/interop.md has
 // the overview.

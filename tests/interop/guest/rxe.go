@@ -61,8 +61,11 @@ func (v *VM) Dmesg(ctx context.Context) (string, error) {
 	return r.Output, nil
 }
 
-// EnableRxeDebug turns on rdma_rxe's pr_debug messages (a bad ICRC, a
-// packet dropped for its addresses or QP state); they appear in Dmesg.
+// EnableRxeDebug turns on rdma_rxe's pr_debug messages (its timers, QP
+// state changes, and a per-packet state trace: see RxeDebugControl); they
+// appear in Dmesg. rdma_rxe of Linux 6.1 has no message for a packet it
+// drops in rxe_rcv (bad ICRC, addresses, QP state, keys), even with debug
+// on: its rcvd_pkts counter, which counts only accepted packets, tells.
 func (v *VM) EnableRxeDebug(ctx context.Context) error {
 	r, err := v.Run(ctx, "rxe_debug_on && grep -c rdma_rxe /sys/kernel/debug/dynamic_debug/control")
 	if err != nil {
@@ -72,6 +75,33 @@ func (v *VM) EnableRxeDebug(ctx context.Context) error {
 		return fmt.Errorf("enabling rdma_rxe dynamic debug: rc=%d: %s", r.RC, r.Output)
 	}
 	return nil
+}
+
+// RxeDebugControl writes dynamic debug queries for rdma_rxe (such as
+// `module rdma_rxe format "state = " -p`, which silences the per-packet
+// state trace of its requester, completer and responder while the other
+// messages stay on) and returns the number of rdma_rxe's debug sites then
+// enabled. The debugfs mount is made if needed.
+func (v *VM) RxeDebugControl(ctx context.Context, queries ...string) (int, error) {
+	var sb strings.Builder
+	sb.WriteString("grep -q ' /sys/kernel/debug ' /proc/mounts || mount -t debugfs debugfs /sys/kernel/debug || exit 1\n")
+	for _, q := range queries {
+		if strings.ContainsAny(q, "'\n") {
+			return 0, fmt.Errorf("dynamic debug query %q: no quotes or newlines", q)
+		}
+		fmt.Fprintf(&sb, "echo '%s' >/sys/kernel/debug/dynamic_debug/control || exit 1\n", q)
+	}
+	sb.WriteString("grep rdma_rxe /sys/kernel/debug/dynamic_debug/control | grep -c ' =p '\n")
+	r, err := v.Run(ctx, sb.String())
+	if err != nil {
+		return 0, err
+	}
+	// grep -c exits 1 when it counts 0 lines.
+	n, perr := strconv.Atoi(strings.TrimSpace(r.Output))
+	if perr != nil || (r.RC != 0 && n != 0) {
+		return 0, fmt.Errorf("rdma_rxe dynamic debug: rc=%d: %s", r.RC, r.Output)
+	}
+	return n, nil
 }
 
 var gidLine = regexp.MustCompile(`GID\[\s*(\d+)\]:\s+(\S+)`)

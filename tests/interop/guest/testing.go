@@ -51,12 +51,19 @@ func RequireGuest(t testing.TB) {
 		t.Skip("interop guest tests skipped with -short")
 	}
 	if why := Missing(); len(why) > 0 {
-		msg := "interop guest tests SKIPPED: " + strings.Join(why, "; ")
-		fmt.Fprintf(os.Stderr, "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"+
-			"!!! %s\n!!! (CI=%q; tests/run.sh installs the packages)\n"+
-			"!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n", msg, os.Getenv("CI"))
-		t.Skip(msg)
+		SkipLoudly(t, "interop guest tests SKIPPED: "+strings.Join(why, "; "))
 	}
+}
+
+// SkipLoudly skips the test with msg, printed in a banner on standard
+// error as well: CI is meant to run the interop tests, and a skip there
+// must not pass unnoticed.
+func SkipLoudly(t testing.TB, msg string) {
+	t.Helper()
+	fmt.Fprintf(os.Stderr, "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"+
+		"!!! %s\n!!! (CI=%q; tests/run.sh installs the packages)\n"+
+		"!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n", msg, os.Getenv("CI"))
+	t.Skip(msg)
 }
 
 var (
