@@ -6,50 +6,35 @@ import (
 	"github.com/irdma-emu/irdma-emu/driver/uk"
 )
 
-// WCStatus is ibv_wc_status.
-type WCStatus uint8
+// WCStatus is ibv_wc_status; the values and names are driver/uk's (the
+// kernel's ib_wc_status has the same numbering).
+type WCStatus = uk.WCStatus
 
+// Work-completion statuses.
 const (
-	WCSuccess        WCStatus = 0
-	WCLocLenErr      WCStatus = 1
-	WCLocQPOpErr     WCStatus = 2
-	WCLocEECOpErr    WCStatus = 3
-	WCLocProtErr     WCStatus = 4
-	WCWRFlushErr     WCStatus = 5
-	WCMWBindErr      WCStatus = 6
-	WCBadRespErr     WCStatus = 7
-	WCLocAccessErr   WCStatus = 8
-	WCRemInvReqErr   WCStatus = 9
-	WCRemAccessErr   WCStatus = 10
-	WCRemOpErr       WCStatus = 11
-	WCRetryExcErr    WCStatus = 12
-	WCRNRRetryExcErr WCStatus = 13
-	WCLocRDDViolErr  WCStatus = 14
-	WCRemInvRDReqErr WCStatus = 15
-	WCRemAbortErr    WCStatus = 16
-	WCInvEECNErr     WCStatus = 17
-	WCInvEECStateErr WCStatus = 18
-	WCFatalErr       WCStatus = 19
-	WCRespTimeoutErr WCStatus = 20
-	WCGeneralErr     WCStatus = 21
+	WCSuccess        = uk.WCSuccess
+	WCLocLenErr      = uk.WCLocLenErr
+	WCLocQPOpErr     = uk.WCLocQPOpErr
+	WCLocEECOpErr    = uk.WCLocEECOpErr
+	WCLocProtErr     = uk.WCLocProtErr
+	WCWRFlushErr     = uk.WCWRFlushErr
+	WCMWBindErr      = uk.WCMWBindErr
+	WCBadRespErr     = uk.WCBadRespErr
+	WCLocAccessErr   = uk.WCLocAccessErr
+	WCRemInvReqErr   = uk.WCRemInvReqErr
+	WCRemAccessErr   = uk.WCRemAccessErr
+	WCRemOpErr       = uk.WCRemOpErr
+	WCRetryExcErr    = uk.WCRetryExcErr
+	WCRNRRetryExcErr = uk.WCRNRRetryExcErr
+	WCLocRDDViolErr  = uk.WCLocRDDViolErr
+	WCRemInvRDReqErr = uk.WCRemInvRDReqErr
+	WCRemAbortErr    = uk.WCRemAbortErr
+	WCInvEECNErr     = uk.WCInvEECNErr
+	WCInvEECStateErr = uk.WCInvEECStateErr
+	WCFatalErr       = uk.WCFatalErr
+	WCRespTimeoutErr = uk.WCRespTimeoutErr
+	WCGeneralErr     = uk.WCGeneralErr
 )
-
-var wcStatusNames = [...]string{
-	"success", "local length error", "local QP operation error", "local EE context operation error",
-	"local protection error", "Work Request Flushed Error", "memory management operation error",
-	"bad response error", "local access error", "remote invalid request error", "remote access error",
-	"remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
-	"local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
-	"invalid EE context state", "fatal error", "response timeout error", "general error",
-}
-
-// String is ibv_wc_status_str.
-func (s WCStatus) String() string {
-	if int(s) < len(wcStatusNames) {
-		return wcStatusNames[s]
-	}
-	return "unknown"
-}
 
 // WCOpcode is ibv_wc_opcode.
 type WCOpcode uint8

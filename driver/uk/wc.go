@@ -78,6 +78,23 @@ const (
 	WCGeneralErr     WCStatus = 21
 )
 
+var wcStatusNames = [...]string{
+	"success", "local length error", "local QP operation error", "local EE context operation error",
+	"local protection error", "Work Request Flushed Error", "memory management operation error",
+	"bad response error", "local access error", "remote invalid request error", "remote access error",
+	"remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
+	"local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
+	"invalid EE context state", "fatal error", "response timeout error", "general error",
+}
+
+// String is ibv_wc_status_str.
+func (s WCStatus) String() string {
+	if int(s) < len(wcStatusNames) {
+		return wcStatusNames[s]
+	}
+	return "unknown"
+}
+
 // FlushErrToWCStatus is irdma_flush_err_to_ib_wc_status (datapath §7.2).
 func FlushErrToWCStatus(c FlushCode) WCStatus {
 	switch c {
