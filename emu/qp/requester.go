@@ -750,37 +750,10 @@ func (r *requester) gather(t *Transport, ctx *Ctx, w *SQWQE, off uint64, dst []b
 		return 0
 	}
 	t.dp.charge(timing.PayloadDMARead, len(dst))
-	pd, qpn := t.pd(), t.q.ID
-	pos := uint64(0)
-	for _, f := range w.Fragments() {
-		fl := uint64(f.Len)
-		if off >= pos+fl {
-			pos += fl
-			continue
-		}
-		in := off - pos
-		k := min(fl-in, uint64(len(dst)))
-		var err error
-		ctx.spans, err = t.dp.MRs.Translate(f.STag, pd, qpn, f.Addr+in, k, mr.AccessLocalRead, false, ctx.spans[:0])
-		if err != nil {
-			return aeOf(err)
-		}
-		for _, s := range ctx.spans {
-			if err := t.dp.Mem.Read(s.IOVA, dst[:s.Len]); err != nil {
-				return AELCEQPCatastrophic
-			}
-			dst = dst[s.Len:]
-		}
-		off += k
-		pos += fl
-		if len(dst) == 0 {
-			return 0
-		}
+	if ae, left := copySGEs(t, ctx, w.Fragments(), off, dst, false); ae != 0 || left == 0 {
+		return ae
 	}
-	if len(dst) != 0 {
-		return AEWQEInvalidParameter
-	}
-	return 0
+	return AEWQEInvalidParameter // the SGEs hold less than the message
 }
 
 // scatter writes src at offset off of the SGE list frags (receive buffers,
@@ -790,6 +763,22 @@ func scatter(t *Transport, ctx *Ctx, frags []Fragment, off uint64, src []byte) u
 		return 0
 	}
 	t.dp.charge(timing.PayloadDMAWrite, len(src))
+	if ae, left := copySGEs(t, ctx, frags, off, src, true); ae != 0 || left == 0 {
+		return ae
+	}
+	return AEMsgTooLongForBuffer
+}
+
+// copySGEs moves buf between memory and offset off of the SGE list frags,
+// each SGE translated through its L_Key: from memory into buf (gather,
+// local read access) or from buf into memory (scatter, local write
+// access). It returns the AE of the first failure, or how many bytes of
+// buf the SGEs had no room for.
+func copySGEs(t *Transport, ctx *Ctx, frags []Fragment, off uint64, buf []byte, write bool) (ae uint16, left int) {
+	need := mr.AccessLocalRead
+	if write {
+		need = mr.AccessLocalWrite
+	}
 	pd, qpn := t.pd(), t.q.ID
 	pos := uint64(0)
 	for _, f := range frags {
@@ -799,28 +788,30 @@ func scatter(t *Transport, ctx *Ctx, frags []Fragment, off uint64, src []byte) u
 			continue
 		}
 		in := off - pos
-		k := min(fl-in, uint64(len(src)))
+		k := min(fl-in, uint64(len(buf)))
 		var err error
-		ctx.spans, err = t.dp.MRs.Translate(f.STag, pd, qpn, f.Addr+in, k, mr.AccessLocalWrite, false, ctx.spans[:0])
+		ctx.spans, err = t.dp.MRs.Translate(f.STag, pd, qpn, f.Addr+in, k, need, false, ctx.spans[:0])
 		if err != nil {
-			return aeOf(err)
+			return aeOf(err), len(buf)
 		}
 		for _, s := range ctx.spans {
-			if err := t.dp.Mem.Write(s.IOVA, src[:s.Len]); err != nil {
-				return AELCEQPCatastrophic
+			if write {
+				err = t.dp.Mem.Write(s.IOVA, buf[:s.Len])
+			} else {
+				err = t.dp.Mem.Read(s.IOVA, buf[:s.Len])
 			}
-			src = src[s.Len:]
+			if err != nil {
+				return AELCEQPCatastrophic, len(buf)
+			}
+			buf = buf[s.Len:]
 		}
 		off += k
 		pos += fl
-		if len(src) == 0 {
-			return 0
+		if len(buf) == 0 {
+			return 0, 0
 		}
 	}
-	if len(src) != 0 {
-		return AEMsgTooLongForBuffer
-	}
-	return 0
+	return 0, len(buf)
 }
 
 func aeOf(err error) uint16 {
