@@ -41,9 +41,18 @@ start=$(date +%s)
 echo "== go vet"
 go vet ./...
 echo "== go test -race"
-if [ "$short" = 1 ]; then
-  go test -short -race -count=1 ./...
-else
-  go test -race -count=1 -timeout 45m ./...
+# -v into a log, so that every skipped test is listed below: a test that
+# skips in CI (missing package, not root) must be seen, not hidden.
+log=$(mktemp /tmp/irdma-emu-tests.XXXXXX.log)
+args=(-race -count=1 -v)
+[ "$short" = 1 ] && args+=(-short) || args+=(-timeout 45m)
+rc=0
+go test "${args[@]}" ./... >"$log" 2>&1 || rc=$?
+grep -E '^(ok|FAIL|panic:)|^\s*--- (FAIL|SKIP)' "$log" || true
+if [ "$rc" != 0 ]; then
+  echo "== failures (full log: $log)"
+  grep -n -B2 -A30 -E '^\s*--- FAIL|^panic:' "$log" | head -400
+  echo "tests/run.sh: FAILED after $(( $(date +%s) - start ))s"
+  exit "$rc"
 fi
-echo "tests/run.sh: passed in $(( $(date +%s) - start ))s"
+echo "tests/run.sh: passed in $(( $(date +%s) - start ))s ($(grep -cE '^\s*--- SKIP' "$log") skipped, listed above; log: $log)"
