@@ -525,6 +525,17 @@ func TestRCPingpongBetweenDaemons(t *testing.T) {
 				t.Errorf("%s: stage %s not charged: %+v", p.Name, st.Stage, st)
 			}
 		}
+		// The hardware counters the driver gathers (GATHER_STATS on its
+		// statistics instance, irdma hw_stats) saw both directions.
+		hw := map[string]uint64{}
+		for _, c := range s.Port.HW {
+			hw[c.Name] = c.Value
+		}
+		for _, name := range []string{"ip4InPkts", "ip4OutPkts", "RxUDP", "TxUDP"} {
+			if hw[name] < 400 {
+				t.Errorf("%s: hardware counter %s = %d, want ≥ 400 (%v)", p.Name, name, hw[name], s.Port.HWError)
+			}
+		}
 		out, _, _ := p.Tool(t, "stats", "--device", p.Name)
 		t.Logf("%s stats:\n%s", p.Name, out)
 	}

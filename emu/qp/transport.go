@@ -523,6 +523,28 @@ func (t *Transport) transmit(ctx *Ctx, p *link.Packet) {
 	ctx.Send(p)
 }
 
+// countRxIP adds a received frame to the IP/UDP counters of the QP's
+// statistics instance, the block GATHER_STATS reports to the driver (the
+// port counted it into the function's block before demultiplexing, when
+// the QP was not known yet).
+func (t *Transport) countRxIP(f *wire.Frame, p *link.Packet) {
+	if t.stats == nil {
+		return
+	}
+	ipLen := uint64(len(p.Data) - wire.EthernetSize)
+	if f.VLAN != nil {
+		ipLen -= wire.VLANSize
+	}
+	if f.IPv4 != nil {
+		t.stats.Add(StatIP4RxPkts, 1)
+		t.stats.Add(StatIP4RxOcts, ipLen)
+	} else {
+		t.stats.Add(StatIP6RxPkts, 1)
+		t.stats.Add(StatIP6RxOcts, ipLen)
+	}
+	t.stats.Add(StatUDPRxPkts, 1)
+}
+
 // hw adds to a hardware counter of the function and of the QP's stats
 // instance (GATHER_STATS reports them, irdma hw_stats).
 func (t *Transport) hw(s HWStat, n uint64) {
@@ -588,6 +610,7 @@ func (t *Transport) receive(ctx *Ctx, p *link.Packet) {
 	t.C.RxBytes.Add(uint64(n))
 	ctx.Port.RxPackets.Add(1)
 	ctx.Port.RxBytes.Add(uint64(n))
+	t.countRxIP(f, p)
 	if req {
 		t.resp.handle(t, ctx, f)
 	} else {
