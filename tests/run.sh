@@ -55,4 +55,8 @@ if [ "$rc" != 0 ]; then
   echo "tests/run.sh: FAILED after $(( $(date +%s) - start ))s"
   exit "$rc"
 fi
+# The allocation tests skip under the race detector (its instrumentation
+# allocates): run them once more without it.
+echo "== allocation tests without -race"
+go test -count=1 -run 'Alloc' ./...
 echo "tests/run.sh: passed in $(( $(date +%s) - start ))s ($(grep -cE '^\s*--- SKIP' "$log") skipped, listed above; log: $log)"

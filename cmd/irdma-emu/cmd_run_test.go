@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,7 +64,7 @@ func TestRunNoFlags(t *testing.T) {
 	start()
 	// 127.0.0.1:4791 may be held for a moment by a test of another
 	// package running in parallel; the daemon then exits 1 saying so.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		c, err := daemon.DialDevice("", "irdma0")
 		if err == nil {
@@ -82,7 +83,11 @@ func TestRunNoFlags(t *testing.T) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run not ready: %s", errb.String())
+			// Show where the daemon is stuck: its goroutines live in this
+			// process.
+			var stacks bytes.Buffer
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			t.Fatalf("run not ready after 60s: %s\ngoroutines:\n%s", errb.String(), stacks.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

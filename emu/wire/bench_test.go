@@ -169,28 +169,3 @@ func (m *ratioMeter) ratio() float64 {
 	}
 	return float64(m.base) / float64(m.icrc)
 }
-
-// icrcRatio measures the ratio for about d.
-func icrcRatio(tb testing.TB, n int, d time.Duration) float64 {
-	m := newRatioMeter(tb, n)
-	for start := time.Now(); time.Since(start) < d; {
-		m.batch()
-	}
-	return m.ratio()
-}
-
-// TestICRCThroughputRatio prints the ratio when run with -v and without
-// -short (it takes a few seconds of CPU); it fails only on a gross
-// regression (below 0.5), since shared CI machines are noisy.
-func TestICRCThroughputRatio(t *testing.T) {
-	if testing.Short() || !testing.Verbose() {
-		t.Skip("timing test: run with -v and without -short")
-	}
-	for _, n := range benchSizes {
-		r := icrcRatio(t, n, 500*time.Millisecond)
-		t.Logf("%d-byte payload: ICRC throughput = %.2f × hash/crc32 IEEE over the same bytes", n, r)
-		if r < 0.5 {
-			t.Errorf("%d bytes: ratio %.2f", n, r)
-		}
-	}
-}
