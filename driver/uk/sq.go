@@ -246,13 +246,14 @@ func (info *PostSQInfo) fenceBits() uint64 {
 	return b64(info.ReadFence)*sqReadFence | b64(info.LocalFence)*sqLocalFence | b64(info.Signaled)*sqSigCompl
 }
 
-// Send is irdma_uk_send: SEND, SEND_INV, SEND_SOL, SEND_SOL_INV (info.
-// OpType), with or without immediate; qword2 carries the UD Q_Key and
-// destination QPN (0 on RC), the header REMSTAG the STag to invalidate
-// and AHID the UD address handle.
-func (q *QP) Send(info *PostSQInfo) error {
+// fragWQE reserves the quanta of a SEND or WRITE that carries its payload
+// in fragments — the SGEs, plus one slot for the immediate, counted as
+// irdma_fragcnt_to_quanta_sq counts them — and writes the immediate and the
+// fragments; the caller writes qword2 and the header. It returns the WQE
+// and its ADDFRAGCNT.
+func (q *QP) fragWQE(info *PostSQInfo) (w []byte, addl uint64, err error) {
 	if len(info.SGList) > q.maxSQFrag {
-		return ErrInvalid
+		return nil, 0, ErrInvalid
 	}
 	fragCnt := len(info.SGList)
 	if info.ImmValid {
@@ -260,17 +261,28 @@ func (q *QP) Send(info *PostSQInfo) error {
 	}
 	quanta, ok := fragCntToQuantaSQ(fragCnt)
 	if !ok {
-		return ErrInvalid
+		return nil, 0, ErrInvalid
 	}
 	idx, ok := q.nextSendWQE(quanta, sgeTotal(info.SGList), info.WrID, info.Signaled)
 	if !ok {
-		return ErrNoMem
+		return nil, 0, ErrNoMem
 	}
-	w := q.sqWQE(idx, quanta)
+	w = q.sqWQE(idx, quanta)
 	if info.ImmValid {
 		put64(w, 0, uint64(info.ImmData))
 	}
-	addl := q.writeFragments(w, info.SGList, info.ImmValid)
+	return w, q.writeFragments(w, info.SGList, info.ImmValid), nil
+}
+
+// Send is irdma_uk_send: SEND, SEND_INV, SEND_SOL, SEND_SOL_INV (info.
+// OpType), with or without immediate; qword2 carries the UD Q_Key and
+// destination QPN (0 on RC), the header REMSTAG the STag to invalidate
+// and AHID the UD address handle.
+func (q *QP) Send(info *PostSQInfo) error {
+	w, addl, err := q.fragWQE(info)
+	if err != nil {
+		return err
+	}
 	put64(w, 16, uint64(info.QKey)|uint64(info.DestQPN&destQPNMask)<<destQPNShift)
 	hdr := uint64(info.STagToInv) | uint64(info.AHID&sqAHIDMask) |
 		b64(info.ImmValid)*sqImmDataFlag |
@@ -284,27 +296,11 @@ func (q *QP) Send(info *PostSQInfo) error {
 // RDMAWrite is irdma_uk_rdma_write: WRITE or WRITE_SOL (info.OpType),
 // with or without immediate; qword2 is the remote VA, REMSTAG the R_Key.
 func (q *QP) RDMAWrite(info *PostSQInfo) error {
-	if len(info.SGList) > q.maxSQFrag {
-		return ErrInvalid
+	w, addl, err := q.fragWQE(info)
+	if err != nil {
+		return err
 	}
-	fragCnt := len(info.SGList)
-	if info.ImmValid {
-		fragCnt++
-	}
-	quanta, ok := fragCntToQuantaSQ(fragCnt)
-	if !ok {
-		return ErrInvalid
-	}
-	idx, ok := q.nextSendWQE(quanta, sgeTotal(info.SGList), info.WrID, info.Signaled)
-	if !ok {
-		return ErrNoMem
-	}
-	w := q.sqWQE(idx, quanta)
 	put64(w, 16, info.RemoteAddr)
-	if info.ImmValid {
-		put64(w, 0, uint64(info.ImmData))
-	}
-	addl := q.writeFragments(w, info.SGList, info.ImmValid)
 	hdr := uint64(info.RemoteSTag) |
 		uint64(info.OpType&0x3f)<<sqOpcodeShift |
 		b64(info.ImmValid)*sqImmDataFlag |
