@@ -1,5 +1,5 @@
 # irdma-emu in a container: the daemon plus Debian's rdma-core tools, so
-# that `docker run --rm -it irdma-emu` gives a shell-less device on the
+# that `docker run --rm -it irdma-emu` starts a device irdma0 on the
 # container's loopback, and `docker exec … irdma-emu exec -- ibv_devinfo`
 # runs unmodified programs against it. Run with --cap-add NET_RAW (AF_PACKET
 # receive verifies every ICRC; without it the daemon falls back to UDP
