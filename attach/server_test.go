@@ -19,6 +19,7 @@ import (
 
 	"github.com/irdma-emu/irdma-emu/attach"
 	"github.com/irdma-emu/irdma-emu/attach/attachtest"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 func dial(t *testing.T, s *attachtest.Server) *attach.Conn {
@@ -46,9 +47,7 @@ func TestHelloProcMem(t *testing.T) {
 	s := attachtest.Start(t, t.TempDir(), "irdma0", attachtest.Config{})
 	c := dial(t, s)
 	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		t.Skipf("no /proc/self/mem: %v", err)
-	}
+	testenv.Check(t, err, "no writable /proc/self/mem", "procfs")
 	rep := hello(t, c, mem)
 	mem.Close()
 	if rep != (attach.HelloReply{Version: attach.Version, ABIVersion: 5, Device: "irdma0"}) {

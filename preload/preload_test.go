@@ -17,17 +17,18 @@ import (
 	"github.com/irdma-emu/irdma-emu/attach"
 	"github.com/irdma-emu/irdma-emu/attach/attachtest"
 	"github.com/irdma-emu/irdma-emu/emu/profile"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 	"github.com/irdma-emu/irdma-emu/preload"
 	"github.com/irdma-emu/irdma-emu/sysfs"
 )
 
 var le = binary.LittleEndian
 
+// needGCC stops the test when the preload cannot be built (a failure
+// under CI: internal/testenv).
 func needGCC(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("SKIP: gcc not installed: the preload cannot be built (tests/run.sh installs gcc and libc6-dev)")
-	}
+	testenv.Program(t, "gcc", "gcc and libc6-dev: the preload is built with them")
 }
 
 // lib builds (or finds in the cache) the preload.
@@ -268,10 +269,7 @@ func TestNonDumpable(t *testing.T) {
 	l := lib(t)
 	var wrap []string
 	if os.Geteuid() == 0 {
-		p, err := exec.LookPath("setpriv")
-		if err != nil {
-			t.Skip("SKIP: running as root without setpriv (util-linux) to drop privileges")
-		}
+		p := testenv.Tool(t, "setpriv") // drops root's privileges
 		wrap = []string{p, "--reuid=65534", "--regid=65534", "--clear-groups", "--"}
 	}
 	dir := t.TempDir()
@@ -326,9 +324,7 @@ func TestUnreachable(t *testing.T) {
 // identically under the preload (with the device configured).
 func TestTransparent(t *testing.T) {
 	l := lib(t)
-	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("SKIP: no sh")
-	}
+	testenv.Tool(t, "sh")
 	dir := t.TempDir()
 	root := tree(t, dir)
 	s := startServer(t, dir)
@@ -409,9 +405,9 @@ func TestBuildCache(t *testing.T) {
 		t.Fatal("rebuilt although cached")
 	}
 	// Only the interposed symbols are exported.
-	out, err := exec.Command("nm", "-D", "--defined-only", p).Output()
+	out, err := exec.Command(testenv.Tool(t, "nm"), "-D", "--defined-only", p).Output()
 	if err != nil {
-		t.Skipf("no nm: %v", err)
+		t.Fatalf("nm: %v", err)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)

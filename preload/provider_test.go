@@ -14,6 +14,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/attach"
 	"github.com/irdma-emu/irdma-emu/attach/attachtest"
 	"github.com/irdma-emu/irdma-emu/emu/profile"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 // uverbs write() command numbers (ib_user_verbs.h).
@@ -165,15 +166,8 @@ func TestRealProviderArena(t *testing.T) {
 
 func realProviderArena(t *testing.T, extraEnv ...string) {
 	l := lib(t)
-	pp, err := exec.LookPath("ibv_rc_pingpong")
-	if err != nil {
-		t.Skip("SKIP: ibv_rc_pingpong not installed (ibverbs-utils; tests/run.sh installs it)")
-	}
-	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libibverbs/libirdma-rdmav34.so"); err != nil {
-		if m, _ := findProvider(); m == "" {
-			t.Skip("SKIP: libirdma provider not installed (ibverbs-providers)")
-		}
-	}
+	pp := testenv.Tool(t, "ibv_rc_pingpong")
+	testenv.Libirdma(t)
 	dir := t.TempDir()
 	root := tree(t, dir)
 	r := &responder{}
@@ -229,9 +223,4 @@ func realProviderArena(t *testing.T, extraEnv ...string) {
 	if !strings.Contains(stderr.String(), "from libirdma-rdmav34.so") {
 		t.Errorf("no arena allocation from libirdma in the debug log")
 	}
-}
-
-func findProvider() (string, error) {
-	out, err := exec.Command("sh", "-c", "ls /usr/lib/*/libibverbs/libirdma-rdmav*.so 2>/dev/null | head -1").Output()
-	return strings.TrimSpace(string(out)), err
 }

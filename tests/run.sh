@@ -31,6 +31,11 @@ if [ "${#need[@]}" -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# Every test that needs a program, a library or root now has it: from here
+# on a missing dependency fails its test instead of skipping it
+# (internal/testenv). Under CI=true that holds without this too.
+[ "$short" = 0 ] && export IRDMA_EMU_DEPS_INSTALLED=1
+
 if ! command -v go >/dev/null 2>&1; then
   [ -x /usr/local/go/bin/go ] && export PATH="$PATH:/usr/local/go/bin"
 fi
@@ -48,7 +53,23 @@ args=(-race -count=1 -v)
 [ "$short" = 1 ] && args+=(-short) || args+=(-timeout 45m)
 rc=0
 go test "${args[@]}" ./... >"$log" 2>&1 || rc=$?
-grep -E '^(ok|FAIL|panic:)|^\s*--- (FAIL|SKIP)' "$log" || true
+grep -E '^(ok|FAIL|panic:)|^\s*--- FAIL' "$log" || true
+# Every skip with its reason (the last message the test logged before it).
+skips=$(awk '/^ *[^ ]+\.go:[0-9]+: /{last=$0; sub(/^ */, "", last)} /^ *--- SKIP: /{n=$0; sub(/^ *--- SKIP: /, "", n); print "  SKIP " n ": " last}' "$log")
+nskip=$(grep -cE '^\s*--- SKIP' "$log" || true)
+if [ -n "$skips" ]; then
+  echo "== skipped tests ($nskip)"
+  echo "$skips"
+fi
+# A skip for a missing dependency is a failure where the dependencies are
+# required (internal/testenv fails such tests itself; this catches any
+# that slipped past it).
+if [ "$rc" = 0 ] && { [ "${CI:-}" = true ] || [ "${IRDMA_EMU_DEPS_INSTALLED:-}" = 1 ]; } &&
+   grep -q 'MISSING DEPENDENCY:' "$log"; then
+  echo "== tests skipped for a missing dependency although dependencies are required:"
+  grep 'MISSING DEPENDENCY:' "$log"
+  rc=1
+fi
 if [ "$rc" != 0 ]; then
   echo "== failures (full log: $log)"
   grep -n -B2 -A30 -E '^\s*--- FAIL|^panic:' "$log" | head -400
@@ -59,4 +80,4 @@ fi
 # allocates): run them once more without it.
 echo "== allocation tests without -race"
 go test -count=1 -run 'Alloc' ./...
-echo "tests/run.sh: passed in $(( $(date +%s) - start ))s ($(grep -cE '^\s*--- SKIP' "$log") skipped, listed above; log: $log)"
+echo "tests/run.sh: passed in $(( $(date +%s) - start ))s ($nskip skipped, listed above; log: $log)"

@@ -21,6 +21,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/driver"
 	"github.com/irdma-emu/irdma-emu/emu/device"
 	"github.com/irdma-emu/irdma-emu/emu/profile"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 	"github.com/irdma-emu/irdma-emu/preload"
 	"github.com/irdma-emu/irdma-emu/sysfs"
 	"github.com/irdma-emu/irdma-emu/uverbs"
@@ -42,15 +43,11 @@ var loIP = netip.MustParseAddr("127.0.0.1")
 
 func startDaemon(t *testing.T) *daemon {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("SKIP: gcc not installed: the preload cannot be built")
-	}
+	testenv.Program(t, "gcc", "gcc and libc6-dev: the preload is built with them")
+	testenv.Libirdma(t)
 	lib, err := preload.Path()
 	if err != nil {
-		t.Skipf("SKIP: preload does not build: %v", err)
-	}
-	if m, _ := filepath.Glob("/usr/lib/*/libibverbs/libirdma-rdmav*.so"); len(m) == 0 {
-		t.Skip("SKIP: libirdma (ibverbs-providers) not installed")
+		t.Fatalf("the preload does not build although gcc is here: %v", err)
 	}
 	dir := t.TempDir()
 	dev, err := device.New(device.Config{})
@@ -108,11 +105,7 @@ func (dm *daemon) cmd(ctx context.Context, name string, args ...string) *exec.Cm
 
 func needTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("SKIP: %s not installed (ibverbs-utils)", name)
-	}
-	return p
+	return testenv.Tool(t, name)
 }
 
 // TestE2EDevinfo runs the real ibv_devinfo -v (real libibverbs and

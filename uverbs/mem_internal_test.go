@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 // TestProgMemAfterExit: a buffer a program registered outside shared
@@ -22,9 +23,7 @@ import (
 // program never mapped faults.
 func TestProgMemAfterExit(t *testing.T) {
 	child := exec.Command("sleep", "60")
-	if err := child.Start(); err != nil {
-		t.Skipf("no sleep to play the program: %v", err)
-	}
+	testenv.Check(t, child.Start(), "cannot start sleep to play the program", "Debian package coreutils")
 	defer func() {
 		_ = child.Process.Kill()
 		_ = child.Wait()
@@ -32,9 +31,7 @@ func TestProgMemAfterExit(t *testing.T) {
 	pid := child.Process.Pid
 	stack := stackPage(t, pid)
 	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
-	if err != nil {
-		t.Skipf("cannot open the child's memory (ptrace restrictions?): %v", err)
-	}
+	testenv.Check(t, err, "cannot open the child's memory (ptrace restrictions?)", "kernel.yama.ptrace_scope 0 or 1, or root")
 	defer f.Close()
 	mem := hostmem.New()
 	defer mem.Close()

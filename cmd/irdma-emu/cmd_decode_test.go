@@ -19,6 +19,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/irdma-emu/irdma-emu/emu/wire"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 const decodeCapture = "../../testdata/captures/rxe-rc-uc-ud-ipv4-mtu1024.pcap"
@@ -425,10 +426,7 @@ func TestDecodeLinkTypes(t *testing.T) {
 // TestDecodeMatchesTshark runs the real tshark on the capture and requires
 // the same (opcode, DestQP, PSN) for every RoCEv2 packet, in order.
 func TestDecodeMatchesTshark(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (apt-get install tshark); CI installs it")
-	}
+	tshark := testenv.Tool(t, "tshark")
 	cmd := exec.Command(tshark, "-r", decodeCapture, "-n", "-d", "udp.port==4791,infiniband",
 		"-Y", "infiniband.bth", "-T", "fields", "-E", "occurrence=f",
 		"-e", "frame.number", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn")

@@ -14,6 +14,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/internal/daemon"
 	"github.com/irdma-emu/irdma-emu/internal/daemon/daemontest"
 	"github.com/irdma-emu/irdma-emu/internal/netport/nstest"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 // portState polls a daemon's devinfo until its port is in state want.
@@ -116,9 +117,7 @@ func TestNamespaceVeth(t *testing.T) {
 	portState(t, ca, "PORT_ACTIVE", 5*time.Second)
 	portState(t, cb, "PORT_ACTIVE", 5*time.Second)
 
-	if _, err := exec.LookPath("ibv_rc_pingpong"); err != nil {
-		t.Skipf("NOT RUN (the rest): ibv_rc_pingpong not installed (tests/run.sh installs ibverbs-utils)")
-	}
+	testenv.Tool(t, "ibv_rc_pingpong")
 	port := strconv.Itoa(20000 + (os.Getpid()+7)%20000)
 	srv := exec.Command("ip", "netns", "exec", na.Name, daemontest.Binary(t), "exec", "--device", "nsa", "--",
 		"ibv_rc_pingpong", "-d", "nsa", "-g", "1", "-p", port, "-n", "100")
@@ -163,9 +162,7 @@ func TestNamespaceVeth(t *testing.T) {
 // run directory given) finds it and says so.
 func TestRunUnprivileged(t *testing.T) {
 	nstest.NeedRoot(t)
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("NOT RUN: setpriv not installed (util-linux)")
-	}
+	testenv.Tool(t, "setpriv")
 	nobody := []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"}
 	env := []string{"IRDMA_EMU_RUN_DIR=", "XDG_RUNTIME_DIR=", "TMPDIR=/tmp"}
 	dir := "/tmp/irdma-emu-65534"

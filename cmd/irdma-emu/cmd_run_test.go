@@ -390,21 +390,11 @@ func TestStatsAndDevinfoTools(t *testing.T) {
 	}
 }
 
-// needBinaries skips (loudly) when rdma-core's tools are missing.
-func needBinaries(t *testing.T, names ...string) {
-	t.Helper()
-	for _, n := range names {
-		if _, err := exec.LookPath(n); err != nil {
-			t.Skipf("NOT RUN: %s not installed (tests/run.sh installs ibverbs-utils, ibverbs-providers, gcc)", n)
-		}
-	}
-}
-
 // TestDevinfoMatchesIbvDevinfo: what `irdma-emu devinfo -v` prints is what
 // the real ibv_devinfo -v prints through the preload and the uverbs layer,
 // line for line (the limits that count objects in use aside).
 func TestDevinfoMatchesIbvDevinfo(t *testing.T) {
-	needBinaries(t, "ibv_devinfo", "gcc")
+	needTool(t, "ibv_devinfo", "gcc")
 	p := daemontest.Run(t, daemontest.Options{Name: "match0"}, "--addr", "127.0.11.2")
 	real, errs, rc := p.Tool(t, "exec", "--device", "match0", "--", "ibv_devinfo", "-v", "-d", "match0")
 	if rc != 0 {
@@ -433,7 +423,7 @@ func TestDevinfoMatchesIbvDevinfo(t *testing.T) {
 // unmodified ibv_rc_pingpong on each through `irdma-emu exec`: the
 // exchange completes, and stats shows the packets and the modelled cycles.
 func TestRCPingpongBetweenDaemons(t *testing.T) {
-	needBinaries(t, "ibv_rc_pingpong", "gcc")
+	needTool(t, "ibv_rc_pingpong", "gcc")
 	dir := daemontest.RunDir(t)
 	capFile := filepath.Join(t.TempDir(), "ppa.pcapng")
 	a := daemontest.Run(t, daemontest.Options{Name: "ppa", RunDir: dir}, "--addr", "127.0.11.2", "--pcap", capFile)

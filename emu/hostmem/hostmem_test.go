@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 func newMemory(t testing.TB) *hostmem.Memory {
@@ -449,9 +450,7 @@ func TestMapIOErrors(t *testing.T) {
 // the daemon does with a client's descriptor (app-memory-access.md §5(c)).
 func TestMapIOProcMem(t *testing.T) {
 	f, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		t.Skipf("no /proc/self/mem: %v", err)
-	}
+	testenv.Check(t, err, "no writable /proc/self/mem", "procfs")
 	defer f.Close()
 	buf := make([]byte, 256)
 	va := int64(uintptr(unsafe.Pointer(&buf[0])))
@@ -461,7 +460,7 @@ func TestMapIOProcMem(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := m.Write(r.IOVA()+100, []byte("written by the device")); err != nil {
-		t.Skipf("pwrite to /proc/self/mem refused: %v", err)
+		testenv.Check(t, err, "pwrite to /proc/self/mem refused", "procfs with ptrace access to oneself")
 	}
 	if got := string(buf[100:121]); got != "written by the device" {
 		t.Errorf("program sees %q", got)

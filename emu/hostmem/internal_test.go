@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,9 +17,7 @@ import (
 func mappingAt(t *testing.T, addr uintptr) string {
 	t.Helper()
 	f, err := os.Open("/proc/self/maps")
-	if err != nil {
-		t.Skipf("no /proc/self/maps: %v", err)
-	}
+	testenv.Check(t, err, "no /proc/self/maps", "procfs")
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

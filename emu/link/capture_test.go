@@ -22,6 +22,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/link"
 	"github.com/irdma-emu/irdma-emu/emu/timing"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 // captureRecord is one frame read back from a capture.
@@ -139,11 +140,7 @@ func TestCapture(t *testing.T) {
 // every frame RoCEv2 with the PSN it carries and the timestamp pcapgo
 // read.
 func checkTshark(t *testing.T, name string, recs []captureRecord) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Log("tshark not installed; pcap checked with gopacket only")
-		return
-	}
+	tshark := testenv.Tool(t, "tshark")
 	// As in emu/wire's tshark test: RoCEv2 explicitly, and the RPC-over-
 	// RDMA heuristic off, since it judges our test payload.
 	args := []string{"-r", name, "-n", "-d", "udp.port==4791,infiniband",

@@ -17,16 +17,14 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/irdma-emu/irdma-emu/emu/wire"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
-// tsharkPath returns the tshark binary or skips the test.
+// tsharkPath returns the tshark binary or stops the test (a failure under
+// CI: internal/testenv).
 func tsharkPath(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (apt-get install tshark); CI installs it")
-	}
-	return p
+	return testenv.Tool(t, "tshark")
 }
 
 // writePcap writes frames to a new pcap file with Ethernet link type.

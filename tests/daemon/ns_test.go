@@ -13,6 +13,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/profile"
 	"github.com/irdma-emu/irdma-emu/internal/daemon"
 	"github.com/irdma-emu/irdma-emu/internal/netport/nstest"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 // nsWorld is two network namespaces joined by a veth (rv0 10.77.0.1 in
@@ -131,7 +132,7 @@ func TestNamespacePingpongPerf(t *testing.T) {
 				t.Logf("%s: t_avg %.2f usec; modelled E810 %.2f usec", name, tavg, model)
 				return
 			}
-			for _, r := range parseBW(t, co) {
+			for _, r := range parseBW(t, co, tc.flags...) {
 				t.Logf("%s %d B: %.2f MB/s avg, %.2f peak, %.4f Mpps; modelled E810 %.2f MB/s (%s)",
 					name, r.size, r.avg, r.peak, r.rate, r.modelBW, r.bottleneck)
 			}
@@ -199,9 +200,7 @@ func lossyPerf(t *testing.T, w *nsWorld) {
 // read and send of 1 MiB messages still complete byte-exact, and
 // `irdma-emu stats` shows the retransmissions.
 func TestNamespaceKernelLoss(t *testing.T) {
-	if _, err := exec.LookPath("nft"); err != nil {
-		t.Skip("nft not installed (apt-get install nftables); CI installs it")
-	}
+	testenv.Tool(t, "nft")
 	// UDP sockets receive: the input chain sees every frame before the
 	// daemon does (an AF_PACKET receiver would see them before netfilter).
 	w := newNSWorld(t, nsOpts{mode: udp.Mode{Send: udp.IOUDP, Recv: udp.IOUDP}})
@@ -332,10 +331,7 @@ func tail(s string) string {
 // none), udp.port 4791 decoded as InfiniBand as Wireshark does by default.
 func tsharkRows(t *testing.T, file string) []int {
 	t.Helper()
-	path, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (apt-get install tshark); CI installs it")
-	}
+	path := testenv.Tool(t, "tshark")
 	args := []string{"-r", file, "-n", "-d", "udp.port==4791,infiniband", "-T", "fields", "-e", "infiniband.bth.opcode"}
 	out, err := exec.Command(path, append([]string{"--disable-heuristic", "rpcrdma_infiniband"}, args...)...).Output()
 	if err != nil {

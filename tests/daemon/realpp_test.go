@@ -1,10 +1,11 @@
 package daemon_test
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 // realPingpong runs the unmodified rdma-core ibv_rc_pingpong (or
@@ -15,14 +16,12 @@ func realPingpong(t *testing.T, n *node, prog string, args ...string) *proc {
 	return start(t, nil, nil, a...)
 }
 
+// needRealPingpong stops the test when prog, the provider or gcc (which
+// builds the preload) is missing: a failure under CI (internal/testenv).
 func needRealPingpong(t *testing.T, prog string) {
 	t.Helper()
-	if _, err := exec.LookPath(prog); err != nil {
-		t.Skipf("%s not installed (Debian ibverbs-utils)", prog)
-	}
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc is needed to build the preload")
-	}
+	testenv.Tools(t, prog, "gcc")
+	testenv.Libirdma(t)
 }
 
 // TestPingpongAgainstRealRC runs irdma-emu pingpong against the real

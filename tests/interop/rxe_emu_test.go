@@ -149,7 +149,7 @@ func TestRxeEmu(t *testing.T) {
 		}
 	}
 	if len(missing) > 0 {
-		guest.SkipLoudly(t, "interop guest tests SKIPPED (TestRxeEmu): "+strings.Join(missing, "; "))
+		guest.MissingLoudly(t, "TestRxeEmu cannot run: "+strings.Join(missing, "; "))
 	}
 	// One vCPU: TCG runs a vCPU per host thread, and the host side (the
 	// daemon, and programs that busy-poll their CQ) needs the other core

@@ -33,6 +33,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/internal/daemon"
 	"github.com/irdma-emu/irdma-emu/internal/daemon/daemontest"
 	"github.com/irdma-emu/irdma-emu/internal/testaddr"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -70,27 +71,22 @@ func (s *summary) print(d time.Duration) {
 	fmt.Printf("== tests/programs: suite duration %v\n\n", d.Round(100*time.Millisecond))
 }
 
-// needPrograms skips the test, loudly, when a Debian program is missing
+// needPrograms stops the test when a Debian program is missing
 // (tests/run.sh installs ibverbs-utils, ibverbs-providers and perftest),
-// or gcc for the preload.
+// or gcc for the preload: a skip with its reason outside CI, a failure
+// that names the program under CI (internal/testenv). The summary lists it
+// too.
 func needPrograms(t *testing.T, progs ...string) {
 	t.Helper()
 	for _, p := range append(progs, "gcc") {
 		if _, err := exec.LookPath(p); err != nil {
-			pkg := "ibverbs-utils"
-			switch {
-			case p == "gcc":
-				pkg = "gcc, libc6-dev"
-			case strings.HasPrefix(p, "ib_"):
-				pkg = "perftest"
-			}
-			report.add("SKIPPED %s: %s is not installed (Debian package %s)", t.Name(), p, pkg)
-			t.Skipf("SKIPPED: %s is not installed (Debian package %s; tests/run.sh installs it)", p, pkg)
+			report.add("NOT RUN %s: %s is not installed (Debian package %s)", t.Name(), p, testenv.PackageOf(p))
+			testenv.Tool(t, p)
 		}
 	}
 	if m, _ := filepath.Glob("/usr/lib/*/libibverbs/libirdma-rdmav*.so"); len(m) == 0 {
-		report.add("SKIPPED %s: libirdma is not installed (Debian package ibverbs-providers)", t.Name())
-		t.Skip("SKIPPED: libirdma is not installed (Debian package ibverbs-providers; tests/run.sh installs it)")
+		report.add("NOT RUN %s: libirdma is not installed (Debian package ibverbs-providers)", t.Name())
+		testenv.Libirdma(t)
 	}
 }
 

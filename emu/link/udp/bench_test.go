@@ -12,6 +12,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/link"
 	"github.com/irdma-emu/irdma-emu/emu/link/udp"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 var benchSizes = []struct {
@@ -42,8 +43,8 @@ func BenchmarkLoopback(b *testing.B) {
 	for _, mode := range []udp.Mode{{Send: udp.IOUDP, Recv: udp.IOUDP}, {Send: udp.IOUDP, Recv: udp.IOPacket}} {
 		for _, sz := range benchSizes {
 			b.Run(mode.String()+"/"+sz.name, func(b *testing.B) {
-				if mode.Recv == udp.IOPacket && !isRoot() {
-					b.Skip("packet receiving needs CAP_NET_RAW")
+				if mode.Recv == udp.IOPacket {
+					testenv.Root(b) // AF_PACKET receiving needs CAP_NET_RAW
 				}
 				pool := link.NewPool(0)
 				tx := newLink(b, udp.Config{Addrs: []netip.Addr{lo2}, Mode: mode, Pool: pool})

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -260,5 +259,3 @@ func roceOf(tb testing.TB, frame []byte) (wire.Frame, []byte) {
 	}
 	return f, f.Packet.Raw
 }
-
-func isRoot() bool { return os.Geteuid() == 0 }

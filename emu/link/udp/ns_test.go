@@ -20,6 +20,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/link/udp"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 	"github.com/irdma-emu/irdma-emu/internal/netport/nstest"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 // vethPair is two namespaces joined by a veth pair with IPv4 and ULA IPv6
@@ -287,10 +288,7 @@ type tsharkRow struct {
 // tshark test).
 func runTshark(t *testing.T, file string) []tsharkRow {
 	t.Helper()
-	path, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (apt-get install tshark); CI installs it")
-	}
+	path := testenv.Tool(t, "tshark")
 	args := []string{"-r", file, "-n", "-d", "udp.port==4791,infiniband",
 		"-T", "fields", "-E", "separator=/t", "-E", "occurrence=f",
 		"-e", "infiniband.bth.opcode", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn"}
@@ -377,9 +375,7 @@ func TestZeroChecksumIPv6(t *testing.T) {
 // its sendmmsg call) plus the unreported failures (one per partial call),
 // and every datagram is either delivered or one of those.
 func TestNftablesLoss(t *testing.T) {
-	if _, err := exec.LookPath("nft"); err != nil {
-		t.Skip("nft not installed (apt-get install nftables); CI installs it")
-	}
+	testenv.Tool(t, "nft")
 	ns := nstest.New(t)
 	rules := `table inet irdmaemu {
 	chain out {

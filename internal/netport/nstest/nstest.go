@@ -20,24 +20,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
-// NeedRoot skips a test that needs root (namespaces, veth, AF_PACKET,
-// nftables), with a message that says what was not run; where the
-// environment says CI (which runs as root) it fails instead.
+// NeedRoot stops a test that needs root (namespaces, veth, AF_PACKET,
+// nftables): a skip that says what was not run, or a failure where the
+// dependencies are required (CI runs as root; internal/testenv).
 func NeedRoot(tb testing.TB) {
 	tb.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	msg := "NOT RUN: " + tb.Name() + " needs root (network namespaces, veth, AF_PACKET, nftables); run tests/run.sh as root or with sudo"
-	if os.Getenv("CI") != "" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
+	testenv.Root(tb)
 }
 
 // NS is a named network namespace (ip netns), deleted when the test ends.
@@ -272,9 +266,7 @@ type Capture struct {
 // buffer room (rxe-guest.md).
 func StartCapture(tb testing.TB, n *NS, ifname string) *Capture {
 	tb.Helper()
-	if _, err := exec.LookPath("tcpdump"); err != nil {
-		tb.Skip("tcpdump not installed (apt-get install tcpdump); CI installs it")
-	}
+	testenv.Tool(tb, "tcpdump")
 	file := tb.TempDir() + "/" + ifname + ".pcap"
 	cmd := n.Command("tcpdump", "-i", ifname, "-n", "-U", "--immediate-mode", "-B", "32768", "-s", "0", "-w", file, "udp", "port", "4791")
 	stderr, err := cmd.StderrPipe()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 // hostTools are the host programs the harness runs, with the Debian
@@ -41,29 +43,28 @@ func Missing() []string {
 	return why
 }
 
-// RequireGuest skips the test when guests cannot run here: -short, not
-// root, no /dev/net/tun, or a missing host tool. A skip is printed loudly
-// on standard error too, because CI is meant to run these tests and a
-// silent skip there would hide that nothing was tested.
+// RequireGuest stops the test when guests cannot run here: not root, no
+// /dev/net/tun, or a missing host tool — a skip outside CI, a failure
+// under CI (internal/testenv), since CI is meant to run these tests. With
+// -short the guest tests skip by choice.
 func RequireGuest(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("interop guest tests skipped with -short")
 	}
 	if why := Missing(); len(why) > 0 {
-		SkipLoudly(t, "interop guest tests SKIPPED: "+strings.Join(why, "; "))
+		MissingLoudly(t, "interop guest tests cannot run: "+strings.Join(why, "; "))
 	}
 }
 
-// SkipLoudly skips the test with msg, printed in a banner on standard
-// error as well: CI is meant to run the interop tests, and a skip there
-// must not pass unnoticed.
-func SkipLoudly(t testing.TB, msg string) {
+// MissingLoudly is testenv.Missing with msg also printed in a banner on
+// standard error, where a skip outside CI is seen.
+func MissingLoudly(t testing.TB, msg string) {
 	t.Helper()
 	fmt.Fprintf(os.Stderr, "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"+
 		"!!! %s\n!!! (CI=%q; tests/run.sh installs the packages)\n"+
 		"!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n", msg, os.Getenv("CI"))
-	t.Skip(msg)
+	testenv.Missing(t, msg, "tests/run.sh installs the packages")
 }
 
 var (
