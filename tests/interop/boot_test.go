@@ -72,6 +72,9 @@ func TestGuestBoot(t *testing.T) {
 		}
 	}
 	gids := guest.ParseGIDs(devinfo)
+	if len(gids) < 2 {
+		t.Fatalf("ibv_devinfo -v lists %d GIDs, want at least 2 (fe80:: and ::ffff:<address>):\n%s", len(gids), devinfo)
+	}
 	if !strings.HasPrefix(gids[0], "fe80::") {
 		t.Errorf("GID[0] = %q, want the fe80:: link-local GID", gids[0])
 	}

@@ -345,6 +345,17 @@ func (r *emuRig) checkCapture(t *testing.T) {
 	if sum.Packets == 0 || sum.ICRCOK != sum.Packets || sum.Packets != toGuest+toHost || bad != 0 {
 		t.Errorf("capture: %+v, %d bad; want every packet decoded with a good ICRC", sum, bad)
 	}
+	// The same verdict from the tests' own ICRC code (icrcref_test.go),
+	// which shares nothing with emu/wire: our ICRC is not judged by our
+	// ICRC code alone. rxe's counters below stay the independent proof.
+	refN, refBad, err := refCheckCapture(capt.File)
+	if err != nil {
+		t.Errorf("reference ICRC check of %s: %v", capt.File, err)
+	}
+	t.Logf("reference ICRC: %d RoCEv2 packets, %d bad", refN, len(refBad))
+	if refN != sum.Packets || len(refBad) != 0 {
+		t.Errorf("reference ICRC: %d packets (decode found %d), %d bad: %v", refN, sum.Packets, len(refBad), refBad[:min(len(refBad), 10)])
+	}
 
 	// rxe's side.
 	rd, ud, ed := delta(r.base.rxe, st.rxe), delta(r.base.udp, st.udp), delta(r.base.eth0, st.eth0)

@@ -342,9 +342,19 @@ func (r *emuRig) checkPerftest(t *testing.T, tool string, bw bool, res pairResul
 			t.Errorf("%s client: insane result %v:\n%s", tool, row, res.client)
 		}
 		t.Logf("RESULT %s: %d x %d bytes, BW average %.2f MB/s, peak %.2f MB/s", t.Name(), int(row["#iterations"]), int(row["#bytes"]), avg, peak)
-		if srow, ok := parsePerftest(res.server); ok {
-			t.Logf("RESULT %s server: BW average %.2f MB/s", t.Name(), srow["BW average[MB/sec]"])
+		// perftest's bandwidth server prints the result row too: the same
+		// size and iteration count, a sane figure (ib_send_bw's receiving
+		// server prints a peak of 0.00: it measures no peak).
+		srow, ok := parsePerftest(res.server)
+		if !ok {
+			t.Fatalf("%s server: no result row:\n%s", tool, res.server)
 		}
+		savg, speak := srow["BW average[MB/sec]"], srow["BW peak[MB/sec]"]
+		peakOK := speak >= savg*0.99 || (tool == "ib_send_bw" && speak == 0)
+		if int(srow["#bytes"]) != 65536 || int(srow["#iterations"]) != iters || !(savg > 0.1 && savg < 1e5 && peakOK) {
+			t.Errorf("%s server: result %v, want %d x 65536 bytes and a sane bandwidth:\n%s", tool, srow, iters, res.server)
+		}
+		t.Logf("RESULT %s server: BW average %.2f MB/s", t.Name(), savg)
 	} else {
 		avg, min, max := row["t_avg[usec]"], row["t_min[usec]"], row["t_max[usec]"]
 		if !(avg > 0 && min > 0 && min <= avg && avg <= max && avg < 1e6) {
