@@ -321,6 +321,14 @@ func (r *emuRig) pingpongPair(t *testing.T, p pair, iters, size int) {
 	t.Logf("DURATION scenario %s: %v", t.Name(), res.elapsed.Round(time.Millisecond))
 }
 
+// unclocked reports whether perftest failed to measure the CPU clock it
+// turns cycle counts into time with: get_clock.c:sample_get_cpu_mhz fits
+// cycles against gettimeofday and gives up below r² = 0.9 (printing
+// "Correlation coefficient r^2"), which happens in a TCG guest whose
+// cycle counter does not follow the wall clock; with -F perftest goes on
+// with 0 MHz and prints 0.00 for every bandwidth.
+func unclocked(out string) bool { return strings.Contains(out, "Correlation coefficient r^2") }
+
 // checkPerftest checks perftest's result rows: the client's always, the
 // server's where perftest prints one (bandwidth tests exchange reports).
 func (r *emuRig) checkPerftest(t *testing.T, tool string, bw bool, res pairResult) {
@@ -338,7 +346,17 @@ func (r *emuRig) checkPerftest(t *testing.T, tool string, bw bool, res pairResul
 	}
 	if bw {
 		avg, peak := row["BW average[MB/sec]"], row["BW peak[MB/sec]"]
-		if !(avg > 0.1 && avg < 1e5 && peak >= avg*0.99) || int(row["#bytes"]) != 65536 {
+		if int(row["#bytes"]) != 65536 {
+			t.Errorf("%s client: %v bytes, want 65536:\n%s", tool, row["#bytes"], res.client)
+		}
+		if unclocked(res.client) {
+			// The counters (checkRxeCounters) prove the transfer; perftest's
+			// figures on that side are 0.00 and say nothing.
+			t.Logf("%s client: perftest could not measure the CPU clock (TCG guest), so it prints no bandwidth", tool)
+			if avg != 0 || peak != 0 {
+				t.Errorf("%s client: unclocked, yet BW average %v peak %v", tool, avg, peak)
+			}
+		} else if !(avg > 0.1 && avg < 1e5 && peak >= avg*0.99) {
 			t.Errorf("%s client: insane result %v:\n%s", tool, row, res.client)
 		}
 		t.Logf("RESULT %s: %d x %d bytes, BW average %.2f MB/s, peak %.2f MB/s", t.Name(), int(row["#iterations"]), int(row["#bytes"]), avg, peak)
@@ -350,8 +368,11 @@ func (r *emuRig) checkPerftest(t *testing.T, tool string, bw bool, res pairResul
 			t.Fatalf("%s server: no result row:\n%s", tool, res.server)
 		}
 		savg, speak := srow["BW average[MB/sec]"], srow["BW peak[MB/sec]"]
-		peakOK := speak >= savg*0.99 || (tool == "ib_send_bw" && speak == 0)
-		if int(srow["#bytes"]) != 65536 || int(srow["#iterations"]) != iters || !(savg > 0.1 && savg < 1e5 && peakOK) {
+		sane := savg > 0.1 && savg < 1e5 && (speak >= savg*0.99 || (tool == "ib_send_bw" && speak == 0))
+		if unclocked(res.server) {
+			sane = savg == 0 && speak == 0 // as for the client
+		}
+		if int(srow["#bytes"]) != 65536 || int(srow["#iterations"]) != iters || !sane {
 			t.Errorf("%s server: result %v, want %d x 65536 bytes and a sane bandwidth:\n%s", tool, srow, iters, res.server)
 		}
 		t.Logf("RESULT %s server: BW average %.2f MB/s", t.Name(), savg)
