@@ -378,7 +378,11 @@ func (r *emuRig) checkPerftest(t *testing.T, tool string, bw bool, res pairResul
 		t.Logf("RESULT %s server: BW average %.2f MB/s", t.Name(), savg)
 	} else {
 		avg, min, max := row["t_avg[usec]"], row["t_min[usec]"], row["t_max[usec]"]
-		if !(avg > 0 && min > 0 && min <= avg && avg <= max && avg < 1e6) {
+		if unclocked(res.client) {
+			// As for bandwidth: no clock, no time; the counters prove the
+			// exchange.
+			t.Logf("%s client: perftest could not measure the CPU clock (TCG guest): %v", tool, row)
+		} else if !(avg > 0 && min > 0 && min <= avg && avg <= max && avg < 1e6) {
 			t.Errorf("%s client: insane result %v:\n%s", tool, row, res.client)
 		}
 		t.Logf("RESULT %s: %d x %d bytes, t_avg %.2f usec, t_typical %.2f, t_min %.2f, t_max %.2f", t.Name(), int(row["#iterations"]), int(row["#bytes"]), avg, row["t_typical[usec]"], min, max)
