@@ -101,7 +101,7 @@ const (
 var ErrClosed = errors.New("irdma: device closed")
 
 // Open brings a device up in the order of irdma_ctrl_init_hw and
-// irdma_rt_init_hw (controlpath §1.3, §6): wait for the protocol engine,
+// irdma_rt_init_hw (docs/hw-controlpath.md "Bring-up order"): wait for the protocol engine,
 // create the CQP, query the RDMA features, size and commit the HMC and
 // back it with SDs, set up the resource bitmaps, create the CCQ and CEQ 0,
 // arm the CCQ, allocate the statistics instance, create the remaining

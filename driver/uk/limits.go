@@ -1,7 +1,7 @@
 package uk
 
 // Limits are the device capabilities the uk layer enforces (irdma's
-// uk_attrs, datapath §8.2). GEN2 holds the E810 values; LimitsFrom
+// uk_attrs, docs/hw-datapath.md "GEN_2 capabilities"). GEN2 holds the E810 values; LimitsFrom
 // derives them from a device profile (emu/profile, the one part of emu/
 // the driver may import), and a test pins the two together.
 type Limits struct {
