@@ -39,7 +39,7 @@ import (
 // on GEN_2. docs/dataplane.md explains each default.
 type Tunables struct {
 	// RTO is the retransmission timeout. GEN_2's context has no local ACK
-	// timeout (irdma ignores IB_QP_TIMEOUT, irdma-controlpath.md §3.2); the
+	// timeout (irdma ignores IB_QP_TIMEOUT, docs/hw-controlpath.md "QP host context"); the
 	// timer is max(RTO, RTOMIN × RTOMinUnit). Default 67.1 ms: the local
 	// ACK timeout 14 (4.096 µs × 2^14) that ibv_rc_pingpong and most
 	// verbs programs ask for.
@@ -62,7 +62,7 @@ type Tunables struct {
 	// false (IBTA).
 	InfiniteRetry7 bool
 	// MinRNRTimer is the RNR NAK timer code the responder sends; GEN_2 has
-	// no MINRNR field (irdma-controlpath.md §3.2). Default 12 (640 µs,
+	// no MINRNR field (docs/hw-controlpath.md "QP host context"). Default 12 (640 µs,
 	// ibv_rc_pingpong's min_rnr_timer).
 	MinRNRTimer wire.RNRTimer
 	// AckDelay delays the ACK of an AckReq packet that does not end a

@@ -8,7 +8,7 @@ import "fmt"
 //
 // Each code documents the reaction we intend the engine to give it. Which
 // condition raises which asynchronous event is defined by the hardware,
-// and the irdma sources only name the AE codes (datapath §7.3); the
+// and the irdma sources only name the AE codes (docs/hw-datapath.md "AE to flush code"); the
 // choices below are our reading of those names (inference), kept in one
 // table (Reaction) so the engine maps them in one place. A fatal reaction
 // means: raise the AE on the QP's AEQ with the SQ (or RQ) as source, move
@@ -81,7 +81,7 @@ const (
 )
 
 // Asynchronous event codes the WQE violations map to (irdma user.h
-// IRDMA_AE_*, datapath §7.3).
+// IRDMA_AE_*, docs/hw-controlpath.md "AE codes").
 const (
 	AEWQEUnexpectedOpcode uint16 = 0x020a
 	AEWQEInvalidParameter uint16 = 0x020b
