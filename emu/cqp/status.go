@@ -35,7 +35,7 @@ const (
 	MajorCntxtCache uint16 = 0xf001
 )
 
-// Minor codes the driver knows (irdma-controlpath.md §1.4; main.h;
+// Minor codes the driver knows (docs/hw-controlpath.md "CQP error codes"; main.h;
 // utils.c:irdma_noncrit_err_list).
 const (
 	// MinorSQFlushed / MinorRQFlushed: FLUSH_WQES success minors

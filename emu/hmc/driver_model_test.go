@@ -11,7 +11,8 @@ import (
 )
 
 // This file is a model of the driver side of HMC bring-up, written from
-// the rules in irdma-controlpath.md §6.2–§6.4 and the behaviour of
+// the rules in docs/hw-controlpath.md ("QUERY_FPM_VAL buffer" to "FPM count selection")
+// and the behaviour of
 // ctrl.c:irdma_sc_parse_fpm_query_buf, irdma_cfg_fpm_val, irdma_est_sd,
 // irdma_q1_cnt, cfg_fpm_value_gen_2, irdma_sc_cfg_iw_fpm,
 // irdma_sc_parse_fpm_commit_buf and hmc.c:irdma_sc_create_hmc_obj (GEN_2,
