@@ -185,14 +185,14 @@ func (d *Device) createCQP() error {
 	}
 }
 
-// getRDMAFeatures is ctrl.c:irdma_get_rdma_features: QUERY_RDMA_FEATURES
-// into a buffer of ALIGN(8 × IRDMA_MAX_FEATURES, 16) bytes; FEATURE_CNT
-// [47:32] of entry 0 must be ≥ 2; if it exceeds IRDMA_MAX_FEATURES the
-// query is repeated with a buffer of that many entries (docs/hw-controlpath.md "Feature
-// query": the maximum is 27 or 34 depending on the kernel). Each
-// entry's TYPE [63:48] below the maximum is stored; firmware version from
-// FW_INFO, atomics from FTN_FLAGS bit 1 (IRDMA_ATOMICS_ALLOWED_BIT).
-// Register-polled: it runs before the CCQ exists.
+// getRDMAFeatures is ctrl.c:irdma_get_rdma_features: QUERY_RDMA_FEATURES into
+// a buffer of ALIGN(8 × IRDMA_MAX_FEATURES, 16) bytes; FEATURE_CNT [47:32] of
+// entry 0 must be ≥ 2; if it exceeds IRDMA_MAX_FEATURES the query is repeated
+// with a buffer of that many entries (docs/hw-controlpath.md "Feature query":
+// the maximum is 27 or 34 depending on the kernel). Each entry's TYPE [63:48]
+// below the maximum is stored; firmware version from FW_INFO, atomics from
+// FTN_FLAGS bit 1 (IRDMA_ATOMICS_ALLOWED_BIT). Register-polled: it runs
+// before the CCQ exists.
 func (d *Device) getRDMAFeatures() error {
 	size := int(roundUp(8*maxFeatures, featureBufAlign))
 	for attempt := 0; attempt < 2; attempt++ {

@@ -315,9 +315,9 @@ func (q *ccq) armLocked() {
 	d.hw.Write32(d.regs.CQARM, 0)
 }
 
-// nonCritCQPErr is utils.c:irdma_noncrit_err_list (newest list; docs/hw-controlpath.md
-// "CQP error codes"): errors the
-// driver only logs at debug level.
+// nonCritCQPErr is utils.c:irdma_noncrit_err_list (newest list;
+// docs/hw-controlpath.md "CQP error codes"): errors the driver only logs at
+// debug level.
 func nonCritCQPErr(major, minor uint16) bool {
 	if major != 0xffff {
 		return false

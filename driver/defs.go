@@ -1,8 +1,8 @@
 package driver
 
-// CQP wire opcodes (defs.h IRDMA_CQP_OP_*; docs/hw-controlpath.md "CQP opcodes"). The
-// opcode sits in the header qword (qw3) bits [37:32]; bit 63 is the valid
-// bit, set to the ring polarity when the WQE is posted.
+// CQP wire opcodes (defs.h IRDMA_CQP_OP_*; docs/hw-controlpath.md "CQP
+// opcodes"). The opcode sits in the header qword (qw3) bits [37:32]; bit 63
+// is the valid bit, set to the ring polarity when the WQE is posted.
 const (
 	cqpOpCreateQP           uint8 = 0x00
 	cqpOpModifyQP           uint8 = 0x01
@@ -44,7 +44,8 @@ const (
 )
 
 // QP states as the hardware knows them ("iwarp states", defs.h
-// IRDMA_QP_STATE_*; docs/hw-controlpath.md "QP types and states"). They go into NEXTIWSTATE.
+// IRDMA_QP_STATE_*; docs/hw-controlpath.md "QP types and states"). They go
+// into NEXTIWSTATE.
 const (
 	qpHWStateInvalid   uint8 = 0
 	qpHWStateIdle      uint8 = 1
@@ -61,8 +62,10 @@ const (
 	qpTypeRoCEUD uint8 = 4
 )
 
-// Sizes and alignments (defs.h, user.h, main.h; docs/hw-controlpath.md "CQP ring", "CCQ",
-// "Event queues").
+// Sizes and alignments (defs.h, user.h, main.h; docs/hw-controlpath.md "CQP
+// ring", "CCQ", "Event queues"). The FPM and feature buffer sizes differ
+// between kernels ("FPM WQEs", "Feature query"); these are the GEN_3-era
+// values.
 const (
 	cqpWQESize        = 64    // IRDMA_CQP_WQE_SIZE × 8
 	cqpSQSize         = 2048  // IRDMA_CQP_SW_SQSIZE_2048
@@ -83,9 +86,9 @@ const (
 	hmcDirectBPSize   = 2 << 20
 	hmcMaxBPCount     = 512 // IRDMA_HMC_MAX_BP_COUNT
 	fpmQueryBufSize   = 200 // IRDMA_QUERY_FPM_BUF_SIZE (GEN_3-era value; a GEN_2 device writes 176)
-	fpmCommitBufSize  = 208 // IRDMA_COMMIT_FPM_BUF_SIZE, GEN_3-era value (docs/hw-controlpath.md "FPM WQEs")
+	fpmCommitBufSize  = 208 // IRDMA_COMMIT_FPM_BUF_SIZE
 	featureBufAlign   = 16  // IRDMA_FEATURE_BUF_ALIGNMENT
-	maxFeatures       = 34  // IRDMA_MAX_FEATURES, GEN_3-era enum irdma_feature_type (docs/hw-controlpath.md "Feature query")
+	maxFeatures       = 34  // IRDMA_MAX_FEATURES, type.h enum irdma_feature_type
 	gatherStatsBuf    = 1024
 	maxMgsPerCtx      = 8    // IRDMA_MAX_MGS_PER_CTX
 	udaMaxFSIMgs      = 4096 // IRDMA_UDA_MAX_FSI_MGS
@@ -106,8 +109,8 @@ const (
 	fpmMultiplier     = 1024       // FPM_MULTIPLIER
 )
 
-// CQP completion error codes the driver interprets (defs.h, main.h; docs/hw-controlpath.md
-// "CQP error codes", "FLUSH_WQES and GEN_AE").
+// CQP completion error codes the driver interprets (defs.h, main.h;
+// docs/hw-controlpath.md "CQP error codes", "FLUSH_WQES and GEN_AE").
 const (
 	cqpComplRQWQEFlushed = 2 // IRDMA_CQP_COMPL_RQ_WQE_FLUSHED
 	cqpComplSQWQEFlushed = 3 // IRDMA_CQP_COMPL_SQ_WQE_FLUSHED
@@ -129,7 +132,8 @@ const (
 	flushRNRRetryExcEr uint16 = 11
 )
 
-// HMC object types (hmc.h enum irdma_hmc_rsrc_type; docs/hw-controlpath.md "HMC object types").
+// HMC object types (hmc.h enum irdma_hmc_rsrc_type; docs/hw-controlpath.md
+// "HMC object types").
 const (
 	hmcQP = iota
 	hmcCQ

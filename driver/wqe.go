@@ -7,13 +7,13 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/profile"
 )
 
-// cqpWQE is one 64-byte CQP WQE as eight little-endian qwords. Builders
-// fill every qword but leave the valid bit (qw3 bit 63) clear: the CQP
-// posting code ORs in the ring polarity and stores qw3 last
-// (irdma_sc_cqp_get_next_send_wqe_idx, "dma_wmb … set_64bit_val(wqe, 24, hdr)").
-// Every field position below is from the ctrl.c builders and defs.h
-// IRDMA_CQPSQ_* (docs/hw-controlpath.md, the WQE sections), with the newer widths where
-// kernels differ.
+// cqpWQE is one 64-byte CQP WQE as eight little-endian qwords. Builders fill
+// every qword but leave the valid bit (qw3 bit 63) clear: the CQP posting
+// code ORs in the ring polarity and stores qw3 last
+// (irdma_sc_cqp_get_next_send_wqe_idx, "dma_wmb … set_64bit_val(wqe, 24,
+// hdr)"). Every field position below is from the ctrl.c builders and defs.h
+// IRDMA_CQPSQ_* (docs/hw-controlpath.md, the WQE sections), with the newer
+// widths where kernels differ.
 type cqpWQE [8]uint64
 
 func b2u(b bool) uint64 {
@@ -46,9 +46,9 @@ func macU64(mac [6]byte) uint64 {
 }
 
 // ipWords is the driver's host-order IP word layout (irdma_copy_ip_ntohl;
-// docs/hw-controlpath.md "MAC and IP byte order"): for IPv6, words [0..3]
-// are ntohl of the four big-endian 32-bit groups; for IPv4 the address goes in word 0 (callers place it
-// where each structure wants it).
+// docs/hw-controlpath.md "MAC and IP byte order"): for IPv6, words [0..3] are
+// ntohl of the four big-endian 32-bit groups; for IPv4 the address goes in
+// word 0 (callers place it where each structure wants it).
 func ipWords(a netip.Addr) (w [4]uint32, ipv4 bool) {
 	if a.Is4() || a.Is4In6() {
 		b := a.Unmap().As4()

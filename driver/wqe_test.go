@@ -11,10 +11,10 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/profile"
 )
 
-// The expected qwords below are written by hand from
-// the ctrl.c builders and defs.h masks (docs/hw-controlpath.md, the WQE sections and "CQP
-// host context"), field by field; they
-// are not produced by the builders under test.
+// The expected qwords below are written by hand from the ctrl.c builders and
+// defs.h masks (docs/hw-controlpath.md, the WQE sections and "CQP host
+// context"), field by field; they are not produced by the builders under
+// test.
 
 var gen2 = profile.GEN2().Fields
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// CQE bits from defs.h (docs/hw-datapath.md "CQE layout", "CQE extension"), spelled out here so the
-// tests do not reuse the parser's constants.
+// CQE bits from defs.h (docs/hw-datapath.md "CQE layout", "CQE extension"),
+// spelled out here so the tests do not reuse the parser's constants.
 const (
 	cValid   = uint64(1) << 63
 	cSQ      = uint64(1) << 62

@@ -22,7 +22,8 @@ const (
 	ShadowAreaSize = 64
 )
 
-// Hardware SQ opcodes, header OPCODE [37:32] (docs/hw-datapath.md "SQ opcodes").
+// Hardware SQ opcodes, header OPCODE [37:32] (docs/hw-datapath.md "SQ
+// opcodes").
 const (
 	OpRDMAWrite         uint8 = 0x00
 	OpRDMARead          uint8 = 0x01
@@ -42,7 +43,8 @@ const (
 	OpRecImm            uint8 = 0x3f
 )
 
-// SQ WQE header bits (qword3 of the first quantum, docs/hw-datapath.md "SQ WQE header").
+// SQ WQE header bits (qword3 of the first quantum, docs/hw-datapath.md "SQ
+// WQE header").
 const (
 	sqOpcodeShift      = 32
 	sqAddFragCntShift  = 38
@@ -72,7 +74,8 @@ const (
 	inlineValidShift   = 7 // IRDMA_INLINE_VALID_S
 )
 
-// QP shadow area (docs/hw-datapath.md "QP shadow area"): qword0 [14:0] is the hardware SQ tail.
+// QP shadow area (docs/hw-datapath.md "QP shadow area"): qword0 [14:0] is the
+// hardware SQ tail.
 const qpShadowHWSQTailMask = 0x7fff
 
 // CQ shadow area (docs/hw-datapath.md "CQ shadow area and arming").

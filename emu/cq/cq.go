@@ -9,8 +9,8 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/timing"
 )
 
-// CQ shadow area (uk.c irdma_uk_cq_request_notification; docs/hw-datapath.md "CQ shadow
-// area and arming").
+// CQ shadow area (uk.c irdma_uk_cq_request_notification; docs/hw-datapath.md
+// "CQ shadow area and arming").
 const (
 	ShadowHeadOffset = 0       // qword0: software head
 	ShadowArmOffset  = 32      // qword4: arm word
@@ -30,8 +30,8 @@ var (
 	ErrDestroyed = errors.New("cq: CQ destroyed")
 )
 
-// Config describes a CQ as CREATE_CQ programs it (docs/hw-controlpath.md "CQ WQEs",
-// "CQ creation and resize").
+// Config describes a CQ as CREATE_CQ programs it (docs/hw-controlpath.md "CQ
+// WQEs", "CQ creation and resize").
 type Config struct {
 	ID   uint32
 	Ring RingMem // Entry 32 (or 64 with AvoidMemCflct), Size = cq_size
@@ -44,8 +44,9 @@ type Config struct {
 	// echoed in CEQEs and in CQ AEQEs.
 	Ctx uint64
 	// CEQEMask is ENCEQEMASK (1 for normal CQs, 0 for the CCQ). Its exact
-	// meaning is undocumented (docs/hw-controlpath.md "What the driver leaves open"); both kinds are
-	// armed through the shadow area and the model treats them alike.
+	// meaning is undocumented (docs/hw-controlpath.md "What the driver leaves
+	// open"); both kinds are armed through the shadow area and the model
+	// treats them alike.
 	CEQEMask bool
 	// CheckOverflow is CHKOVERFLOW: compare with the shadow head first.
 	CheckOverflow bool
@@ -183,7 +184,8 @@ func (c *CQ) post(base, ext [4]uint64, hasExt, solicited bool) error {
 			c.overflows.Add(1)
 			if !c.overflow {
 				c.overflow = true
-				// The raw CREATE_CQ qword1 and the CQ id (docs/hw-controlpath.md "AEQE").
+				// The raw CREATE_CQ qword1 and the CQ id
+				// (docs/hw-controlpath.md "AEQE").
 				_ = c.ev.PostAE(AEQE{Ctx: c.cfg.Ctx, ID: c.cfg.ID, Code: AECQOperationError, Source: AESourceCQ})
 			}
 			return ErrOverflow

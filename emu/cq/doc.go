@@ -3,11 +3,11 @@
 // asynchronous event queue (AEQ).
 //
 // Layouts are GEN_2 (E810): the CQ shadow area and 32-byte CQEs with the
-// extension in the next ring slot as uk.c reads them (docs/hw-datapath.md "CQ shadow area
-// and arming", "CQ ring and valid bit", "CQE layout", "CQE extension"),
-// and the CEQE, AEQE and AE codes as ctrl.c and hw.c read them (docs/hw-controlpath.md
-// "CEQE", "AEQE", "AE codes"; the arm bits and the raw CQ context of CQ
-// AEQEs are the subtle points).
+// extension in the next ring slot as uk.c reads them (docs/hw-datapath.md "CQ
+// shadow area and arming", "CQ ring and valid bit", "CQE layout", "CQE
+// extension"), and the CEQE, AEQE and AE codes as ctrl.c and hw.c read them
+// (docs/hw-controlpath.md "CEQE", "AEQE", "AE codes"; the arm bits and the
+// raw CQ context of CQ AEQEs are the subtle points).
 //
 // # Writing a CQE
 //

@@ -37,7 +37,8 @@ const (
 	AESourceOutRR uint8 = 0xd
 )
 
-// AEQE qword1 fields, GEN_1/2 (docs/hw-controlpath.md "AEQE"; defs.h IRDMA_AEQE_*).
+// AEQE qword1 fields, GEN_1/2 (docs/hw-controlpath.md "AEQE"; defs.h
+// IRDMA_AEQE_*).
 const (
 	aeqeIDLowMask    = 0x3ffff // [17:0] QPCQID low
 	aeqeWQEIdxShift  = 18      // [32:18]

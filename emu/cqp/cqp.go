@@ -15,7 +15,8 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/timing"
 )
 
-// CQP host context fields (docs/hw-controlpath.md "CQP host context"; defs.h IRDMA_CQPHC_*).
+// CQP host context fields (docs/hw-controlpath.md "CQP host context"; defs.h
+// IRDMA_CQPHC_*).
 const (
 	HostCtxSize = 64 // IRDMA_CQP_CTX_SIZE × 8
 
@@ -36,7 +37,8 @@ const (
 	ProtocolRoCE  = 2
 )
 
-// CCQE qword3 fields (ctrl.c irdma_sc_ccq_get_cqe_info; docs/hw-controlpath.md "CQP completion").
+// CCQE qword3 fields (ctrl.c irdma_sc_ccq_get_cqe_info;
+// docs/hw-controlpath.md "CQP completion").
 const (
 	ccqeWQEIdxShift = 32 // [46:32]
 	ccqeWQEIdxMask  = 0x7fff

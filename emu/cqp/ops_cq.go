@@ -8,8 +8,8 @@ import (
 )
 
 // CREATE/MODIFY/DESTROY_CQ fields (ctrl.c:irdma_sc_cq_create / _modify /
-// _destroy; defs.h IRDMA_CQPSQ_CQ_*; docs/hw-controlpath.md "CQ WQEs"). CQID and
-// CEQID come from the profile's per-device fields.
+// _destroy; defs.h IRDMA_CQPSQ_CQ_*; docs/hw-controlpath.md "CQ WQEs"). CQID
+// and CEQID come from the profile's per-device fields.
 const (
 	cqSizeMask         = 0x1fffff          // qw0 [20:0] IRDMA_CQPSQ_CQ_CQSIZE
 	cqCtxMask          = uint64(1)<<63 - 1 // qw1 [62:0] IRDMA_CQPSQ_CQ_CQCTX

@@ -6,8 +6,8 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/qp"
 )
 
-// CREATE/MODIFY/DESTROY_QP header fields (ctrl.c:irdma_sc_qp_create /
-// _modify / _destroy; defs.h IRDMA_CQPSQ_QP_*; docs/hw-controlpath.md "QP WQEs").
+// CREATE/MODIFY/DESTROY_QP header fields (ctrl.c:irdma_sc_qp_create / _modify
+// / _destroy; defs.h IRDMA_CQPSQ_QP_*; docs/hw-controlpath.md "QP WQEs").
 const (
 	qpIDMask           = 0xffffff // raw qp_id, IRDMA_CQPSQ_QP_QPID_M [23:0]
 	qpOrdValidBit      = 42

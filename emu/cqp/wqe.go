@@ -5,7 +5,8 @@ import "encoding/binary"
 // WQESize is the size of a CQP WQE (IRDMA_CQP_WQE_SIZE = 8 qwords).
 const WQESize = 64
 
-// CQP opcodes, header q3[37:32] (defs.h IRDMA_CQP_OP_*; docs/hw-controlpath.md "CQP opcodes").
+// CQP opcodes, header q3[37:32] (defs.h IRDMA_CQP_OP_*;
+// docs/hw-controlpath.md "CQP opcodes").
 const (
 	OpCreateQP           uint8 = 0x00
 	OpModifyQP           uint8 = 0x01

@@ -10,7 +10,7 @@ type ObjType uint8
 const (
 	QP       ObjType = 0  // QP contexts (IRDMA_HMC_IW_QP)
 	CQ       ObjType = 1  // CQ contexts
-	SRQ      ObjType = 2  // SRQ contexts; IRDMA_HMC_IW_RESERVED in older hmc.h, always 0 on GEN_2
+	SRQ      ObjType = 2  // SRQ contexts; always 0 on GEN_2 (RESERVED in older hmc.h)
 	HTE      ObjType = 3  // hash table entries
 	ARP      ObjType = 4  // ARP cache
 	APBVT    ObjType = 5  // APBVT entry (IRDMA_HMC_IW_APBVT_ENTRY): not queried, size 8192, count 1
@@ -47,9 +47,9 @@ func (t ObjType) String() string {
 }
 
 // Buffer slots. QUERY_FPM_VAL (docs/hw-controlpath.md "QUERY_FPM_VAL buffer",
-// ctrl.c:irdma_sc_parse_fpm_query_buf) and COMMIT_FPM_VAL ("COMMIT_FPM_VAL buffer",
-// ctrl.c:irdma_sc_cfg_iw_fpm / irdma_sc_parse_fpm_commit_buf) put the
-// object types at different byte offsets; -1 means "no slot".
+// ctrl.c:irdma_sc_parse_fpm_query_buf) and COMMIT_FPM_VAL ("COMMIT_FPM_VAL
+// buffer", ctrl.c:irdma_sc_cfg_iw_fpm / irdma_sc_parse_fpm_commit_buf) put
+// the object types at different byte offsets; -1 means "no slot".
 var (
 	querySlot = [NumObjTypes]int{
 		QP: 8, CQ: 16, SRQ: 24, HTE: 32, ARP: 40, APBVT: -1, MR: 48, XF: 56,

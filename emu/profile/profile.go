@@ -9,9 +9,9 @@
 // GEN2 returns the default (E810); see the GEN_3 note in gen2.go for what a
 // GEN3 value will change.
 //
-// Every value cites its source, the driver symbol; docs/hw-datapath.md ("Generations",
-// "GEN_2 capabilities") and docs/hw-controlpath.md ("GEN_2 limits", "Registers",
-// "Version differences") record them.
+// Every value cites its source, the driver symbol; docs/hw-datapath.md
+// ("Generations", "GEN_2 capabilities") and docs/hw-controlpath.md ("GEN_2
+// limits", "Registers", "Version differences") record them.
 package profile
 
 import (
@@ -93,10 +93,10 @@ type UKAttrs struct {
 	MaxHWSRQQuanta uint32     // max_hw_srq_quanta (0: no SRQ)
 }
 
-// Limits are the device limits (docs/hw-controlpath.md "GEN_2 limits"). The QP, CQ, MR and
-// AH counts the driver actually uses come from the HMC object counts that
-// QUERY_FPM_VAL returns, which emu/hmc chooses within the ID spaces below
-// (docs/hmc.md).
+// Limits are the device limits (docs/hw-controlpath.md "GEN_2 limits"). The
+// QP, CQ, MR and AH counts the driver actually uses come from the HMC object
+// counts that QUERY_FPM_VAL returns, which emu/hmc chooses within the ID
+// spaces below (docs/hmc.md).
 type Limits struct {
 	MaxQPID               uint32 // QP ids < MaxQPID (IRDMA_MAX_IW_QP_ID + 1)
 	MaxCQID               uint32 // CQ ids < MaxCQID (IRDMA_MAX_CQID + 1)
@@ -140,7 +140,7 @@ type Queues struct {
 	CQPAlign         uint64 // CQP ring alignment (IRDMA_CQP_ALIGNMENT)
 	CQ0Align         uint64 // CCQ ring alignment (IRDMA_CQ0_ALIGNMENT)
 	ShadowAreaSize   uint32 // QP/CQ shadow area bytes (IRDMA_SHADOW_AREA_SIZE × 8)
-	QueryFPMBufSizes []int  // QUERY/COMMIT_FPM buffer sizes kernels use (docs/hw-controlpath.md "FPM WQEs")
+	QueryFPMBufSizes []int  // QUERY/COMMIT_FPM buffer sizes kernels use (user.h)
 }
 
 // Field is a bit field of a 64-bit word: Width bits starting at Shift.
@@ -177,9 +177,9 @@ func (f Field) Prep(x uint64) uint64 {
 
 // Fields are the per-device field layouts the driver reads through
 // dev->hw_masks / hw_shifts (icrdma_hw.c icrdma_masks[]/icrdma_shifts[];
-// irdma.h enum irdma_masks has exactly these six; docs/hw-controlpath.md "Per-device field
-// masks"), plus the
-// wider fields that moved between generations.
+// irdma.h enum irdma_masks has exactly these six; docs/hw-controlpath.md
+// "Per-device field masks"), plus the wider fields that moved between
+// generations.
 type Fields struct {
 	CCQPStatusDone Field // CCQPSTATUS CCQP_DONE
 	CCQPStatusErr  Field // CCQPSTATUS CCQP_ERR

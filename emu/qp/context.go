@@ -10,11 +10,11 @@ import (
 const ContextSize = 256
 
 // Context is a typed view of the GEN_2 RoCE QP host context, the 256 bytes
-// irdma_sc_qp_setctx_roce_gen_2 writes (docs/hw-controlpath.md "QP host context").
-// Decode only: the driver
-// half has its own encoder. Accessors take the wider (newer-kernel) masks
-// where widths moved (docs/hw-controlpath.md "Version differences"); the extra bits are zero from older
-// drivers. The view must be ContextSize bytes long (NewContext checks).
+// irdma_sc_qp_setctx_roce_gen_2 writes (docs/hw-controlpath.md "QP host
+// context"). Decode only: the driver half has its own encoder. Accessors take
+// the wider (newer-kernel) masks where widths moved (docs/hw-controlpath.md
+// "Version differences"); the extra bits are zero from older drivers. The
+// view must be ContextSize bytes long (NewContext checks).
 type Context []byte
 
 // NewContext returns b as a Context if it is long enough.
@@ -64,8 +64,8 @@ func (c Context) TOS() uint8       { return uint8(c.f(24, 24, 8)) }   // TOS
 func (c Context) SrcPort() uint16  { return uint16(c.f(24, 32, 16)) } // SRCPORTNUM
 func (c Context) DestPort() uint16 { return uint16(c.f(24, 48, 16)) } // DESTPORTNUM
 
-// DestIPWords returns DESTIPADDR0..3 (+40 [63:32], +40 [31:0], +32
-// [63:32], +32 [31:0]); each word is a host-order ntohl value (docs/hw-controlpath.md
+// DestIPWords returns DESTIPADDR0..3 (+40 [63:32], +40 [31:0], +32 [63:32],
+// +32 [31:0]); each word is a host-order ntohl value (docs/hw-controlpath.md
 // "MAC and IP byte order").
 func (c Context) DestIPWords() [4]uint32 {
 	return [4]uint32{uint32(c.q(40) >> 32), uint32(c.q(40)), uint32(c.q(32) >> 32), uint32(c.q(32))}

@@ -24,9 +24,9 @@ const (
 	aeInvalidateNoRemoteAcc uint16 = 0x0112
 )
 
-// FlushCodeForAE is irdma_ae_to_qp_err_code (user.h; docs/hw-datapath.md
-// "AE to flush code"): the flush code the driver puts into FLUSH_WQES for a QP that
-// raised ae. The device writes the error CQE of the WQE that failed with
+// FlushCodeForAE is irdma_ae_to_qp_err_code (user.h; docs/hw-datapath.md "AE
+// to flush code"): the flush code the driver puts into FLUSH_WQES for a QP
+// that raised ae. The device writes the error CQE of the WQE that failed with
 // major IRDMA_FLUSH_MAJOR_ERR and this minor, so that software reports the
 // work-completion status irdma_flush_err_to_ib_wc_status gives it ("Flush
 // codes"): a major other than 1 would only ever read as IB_WC_GENERAL_ERR

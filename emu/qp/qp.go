@@ -60,10 +60,11 @@ func (s State) String() string {
 
 // CanTransition reports whether the device accepts a MODIFY_QP from state
 // from to NEXTIWSTATE to on a RoCE QP. The table follows the transitions
-// irdma issues (verbs.c:irdma_modify_qp_roce, docs/hw-controlpath.md "MODIFY_QP transitions"):
-// IDLE again after CREATE (INIT), RTR from IDLE, RTS from RTR (and RTS or
-// SQD again: a re-modify, resume from SQD), SQD from RTS, ERROR from any
-// state. TERMINATE is iWARP's and INVALID is never a target.
+// irdma issues (verbs.c:irdma_modify_qp_roce, docs/hw-controlpath.md
+// "MODIFY_QP transitions"): IDLE again after CREATE (INIT), RTR from IDLE,
+// RTS from RTR (and RTS or SQD again: a re-modify, resume from SQD), SQD from
+// RTS, ERROR from any state. TERMINATE is iWARP's and INVALID is never a
+// target.
 func CanTransition(from, to State) bool {
 	switch to {
 	case StateIdle:

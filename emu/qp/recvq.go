@@ -33,8 +33,9 @@ type RecvSource interface {
 }
 
 // rqSource is the QP's own RQ: fixed-size WQEs of 1 << RQWQESIZE quanta at
-// index i × that stride, valid bit at the ring's polarity (docs/hw-datapath.md "RQ WQE"). It has
-// no doorbell: the device reads it when a message arrives.
+// index i × that stride, valid bit at the ring's polarity
+// (docs/hw-datapath.md "RQ WQE"). It has no doorbell: the device reads it
+// when a message arrives.
 type rqSource struct {
 	mem    cq.RingMem
 	stride uint32

@@ -2,9 +2,9 @@ package qp
 
 import "fmt"
 
-// Opcode is the hardware SQ opcode, header OPCODE [37:32] (docs/hw-datapath.md "SQ opcodes",
-// IRDMAQP_OP_* / IRDMA_OP_TYPE_*). It is also what a GEN_2 SQ CQE reports
-// in IRDMACQ_OP.
+// Opcode is the hardware SQ opcode, header OPCODE [37:32]
+// (docs/hw-datapath.md "SQ opcodes", IRDMAQP_OP_* / IRDMA_OP_TYPE_*). It is
+// also what a GEN_2 SQ CQE reports in IRDMACQ_OP.
 type Opcode uint8
 
 // Hardware SQ opcodes (GEN_2).
