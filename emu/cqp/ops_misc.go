@@ -172,7 +172,7 @@ const (
 
 // workSchedNode keeps the scheduler tree the driver builds. Node ids are
 // the driver's; an added leaf gets a QS handle from the device, returned
-// in OP_RETVAL (ws.c:irdma_ws_cqp_cmd takes qs_handle from op_ret_val).
+// in OP_RETVAL (utils.c:irdma_ws_cqp_cmd takes qs_handle from op_ret_val).
 func (c *CQP) workSchedNode(w *WQE) (result, *Error) {
 	h := w.Hdr()
 	id := uint16(h & wsNodeIDMask)
