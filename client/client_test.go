@@ -12,7 +12,8 @@ import (
 )
 
 // The commands as libibverbs 44 and libirdma 44 build them for
-// ibv_rc_pingpong (uverbs-fake-kernel.md §3–§4): total write() lengths,
+// ibv_rc_pingpong (measured: docs/uverbs.md "What rdma-core 44 sends
+// (measured)"): total write() lengths,
 // in_words/out_words, the provider data, and the WQE bytes and doorbell the
 // real provider wrote. A canned attach server answers with what the kernel
 // answers and records every request.

@@ -27,7 +27,7 @@ const (
 	FeatureAtomicOps uint64 = 0x40
 )
 
-// Doorbell page offsets (irdma-datapath.md §5.4).
+// Doorbell page offsets (docs/hw-datapath.md "User doorbell page").
 const (
 	dbSQOffset = 0  // wqe_alloc_db: the QP id
 	dbCQOffset = 64 // IRDMA_DB_CQ_OFFSET: the CQ id after an arm

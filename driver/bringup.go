@@ -116,7 +116,7 @@ func (d *Device) bringUp() error {
 }
 
 // waitPEReady is irdma_wait_pe_ready: GLPE_CPUSTATUS0/1/2 must all read
-// 0x80, polled for up to 14 s (errata I6).
+// 0x80, polled for up to 14 s (docs/hw-controlpath.md "Registers").
 func (d *Device) waitPEReady() error {
 	deadline := d.clock.Now() + peReadyTimeout
 	for {
@@ -185,13 +185,14 @@ func (d *Device) createCQP() error {
 	}
 }
 
-// getRDMAFeatures is ctrl.c:irdma_get_rdma_features: QUERY_RDMA_FEATURES
-// into a buffer of ALIGN(8 × IRDMA_MAX_FEATURES, 16) bytes; FEATURE_CNT
-// [47:32] of entry 0 must be ≥ 2; if it exceeds IRDMA_MAX_FEATURES the
-// query is repeated with a buffer of that many entries (errata V2). Each
-// entry's TYPE [63:48] below the maximum is stored; firmware version from
-// FW_INFO, atomics from FTN_FLAGS bit 1 (IRDMA_ATOMICS_ALLOWED_BIT).
-// Register-polled: it runs before the CCQ exists.
+// getRDMAFeatures is ctrl.c:irdma_get_rdma_features: QUERY_RDMA_FEATURES into
+// a buffer of ALIGN(8 × IRDMA_MAX_FEATURES, 16) bytes; FEATURE_CNT [47:32] of
+// entry 0 must be ≥ 2; if it exceeds IRDMA_MAX_FEATURES the query is repeated
+// with a buffer of that many entries (docs/hw-controlpath.md "Feature query":
+// the maximum is 27 or 34 depending on the kernel). Each entry's TYPE [63:48]
+// below the maximum is stored; firmware version from FW_INFO, atomics from
+// FTN_FLAGS bit 1 (IRDMA_ATOMICS_ALLOWED_BIT). Register-polled: it runs
+// before the CCQ exists.
 func (d *Device) getRDMAFeatures() error {
 	size := int(roundUp(8*maxFeatures, featureBufAlign))
 	for attempt := 0; attempt < 2; attempt++ {
@@ -241,7 +242,8 @@ func (d *Device) getRDMAFeatures() error {
 // HMC counts, the id bitmaps with their reserved ids (QP 0/1/2, CQ
 // 0/1/2, PD 0/1/2, MR 0, AH 0, MCG 0, ARP 0), and the STag driver-key
 // mask: mrdrvbits = 24 − max(ceil_log2(max_mr), 14), mr_stagmask =
-// ~(((1 << mrdrvbits) − 1) << (32 − mrdrvbits)) (controlpath §5.1).
+// ~(((1 << mrdrvbits) − 1) << (32 − mrdrvbits)) (verbs.c irdma_create_stag;
+// docs/hw-controlpath.md "STags").
 func (d *Device) initHWRsrc() {
 	d.maxCQE = d.prof.UK.MaxHWCQSize
 	d.maxQP = d.hmc.Obj[hmcQP].Cnt

@@ -102,7 +102,7 @@ type Config struct {
 const (
 	defaultCQPTimeout  = 5 * time.Second
 	defaultMSIX        = 2
-	peReadyTimeout     = 14 * time.Second // irdma_wait_pe_ready: 14 polls of 1 s (errata I6)
+	peReadyTimeout     = 14 * time.Second // ctrl.c:irdma_wait_pe_ready: 14 polls of 1 s
 	suspendTimeout     = 5 * time.Second  // IRDMA_EVENT_TIMEOUT_MS
 	pollIntervalMin    = 20 * time.Microsecond
 	pollIntervalMax    = time.Millisecond

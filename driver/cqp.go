@@ -268,7 +268,8 @@ func (q *ccq) process() int {
 		d.store64(q.shadow.at(0), uint64(q.head))
 		n++
 		if ctx != d.cqp.ctxVal || idx >= d.cqp.size {
-			// irdma would dereference both (errata I2); we log and drop.
+			// irdma would dereference both (ctrl.c:irdma_sc_ccq_get_cqe_info;
+			// docs/hw-controlpath.md "CQP completion"); we log and drop.
 			d.log.Error("CCQE with bad context or WQE index", u64Field("ctx", ctx), u64Field("wqe_idx", uint64(idx)))
 			continue
 		}
@@ -314,8 +315,9 @@ func (q *ccq) armLocked() {
 	d.hw.Write32(d.regs.CQARM, 0)
 }
 
-// nonCritCQPErr is utils.c:irdma_noncrit_err_list (errata V6): errors the
-// driver only logs at debug level.
+// nonCritCQPErr is utils.c:irdma_noncrit_err_list (newest list;
+// docs/hw-controlpath.md "CQP error codes"): errors the driver only logs at
+// debug level.
 func nonCritCQPErr(major, minor uint16) bool {
 	if major != 0xffff {
 		return false

@@ -1,8 +1,8 @@
 package driver
 
-// CQP wire opcodes (defs.h IRDMA_CQP_OP_*; irdma-controlpath.md §2.1). The
-// opcode sits in the header qword (qw3) bits [37:32]; bit 63 is the valid
-// bit, set to the ring polarity when the WQE is posted.
+// CQP wire opcodes (defs.h IRDMA_CQP_OP_*; docs/hw-controlpath.md "CQP
+// opcodes"). The opcode sits in the header qword (qw3) bits [37:32]; bit 63
+// is the valid bit, set to the ring polarity when the WQE is posted.
 const (
 	cqpOpCreateQP           uint8 = 0x00
 	cqpOpModifyQP           uint8 = 0x01
@@ -44,7 +44,8 @@ const (
 )
 
 // QP states as the hardware knows them ("iwarp states", defs.h
-// IRDMA_QP_STATE_*; irdma-controlpath.md §2.2). They go into NEXTIWSTATE.
+// IRDMA_QP_STATE_*; docs/hw-controlpath.md "QP types and states"). They go
+// into NEXTIWSTATE.
 const (
 	qpHWStateInvalid   uint8 = 0
 	qpHWStateIdle      uint8 = 1
@@ -61,7 +62,10 @@ const (
 	qpTypeRoCEUD uint8 = 4
 )
 
-// Sizes and alignments (defs.h, user.h, main.h; controlpath §1, §4, §7).
+// Sizes and alignments (defs.h, user.h, main.h; docs/hw-controlpath.md "CQP
+// ring", "CCQ", "Event queues"). The FPM and feature buffer sizes differ
+// between kernels ("FPM WQEs", "Feature query"); these are the GEN_3-era
+// values.
 const (
 	cqpWQESize        = 64    // IRDMA_CQP_WQE_SIZE × 8
 	cqpSQSize         = 2048  // IRDMA_CQP_SW_SQSIZE_2048
@@ -82,9 +86,9 @@ const (
 	hmcDirectBPSize   = 2 << 20
 	hmcMaxBPCount     = 512 // IRDMA_HMC_MAX_BP_COUNT
 	fpmQueryBufSize   = 200 // IRDMA_QUERY_FPM_BUF_SIZE (GEN_3-era value; a GEN_2 device writes 176)
-	fpmCommitBufSize  = 208 // IRDMA_COMMIT_FPM_BUF_SIZE (errata V1)
+	fpmCommitBufSize  = 208 // IRDMA_COMMIT_FPM_BUF_SIZE
 	featureBufAlign   = 16  // IRDMA_FEATURE_BUF_ALIGNMENT
-	maxFeatures       = 34  // IRDMA_MAX_FEATURES, GEN_3-era enum irdma_feature_type (errata V2)
+	maxFeatures       = 34  // IRDMA_MAX_FEATURES, type.h enum irdma_feature_type
 	gatherStatsBuf    = 1024
 	maxMgsPerCtx      = 8    // IRDMA_MAX_MGS_PER_CTX
 	udaMaxFSIMgs      = 4096 // IRDMA_UDA_MAX_FSI_MGS
@@ -105,8 +109,8 @@ const (
 	fpmMultiplier     = 1024       // FPM_MULTIPLIER
 )
 
-// CQP completion error codes the driver interprets (defs.h; controlpath
-// §1.4, §2.2 FLUSH_WQES).
+// CQP completion error codes the driver interprets (defs.h, main.h;
+// docs/hw-controlpath.md "CQP error codes", "FLUSH_WQES and GEN_AE").
 const (
 	cqpComplRQWQEFlushed = 2 // IRDMA_CQP_COMPL_RQ_WQE_FLUSHED
 	cqpComplSQWQEFlushed = 3 // IRDMA_CQP_COMPL_SQ_WQE_FLUSHED
@@ -128,7 +132,8 @@ const (
 	flushRNRRetryExcEr uint16 = 11
 )
 
-// HMC object types (hmc.h enum irdma_hmc_rsrc_type; controlpath §6.1).
+// HMC object types (hmc.h enum irdma_hmc_rsrc_type; docs/hw-controlpath.md
+// "HMC object types").
 const (
 	hmcQP = iota
 	hmcCQ
@@ -160,7 +165,7 @@ var hmcNames = [hmcMax]string{
 }
 
 // Access rights the REG_MR/ALLOC_STAG ARIGHTS field carries (user.h
-// IRDMA_ACCESS_FLAGS_*; controlpath §5.2).
+// IRDMA_ACCESS_FLAGS_*; docs/hw-controlpath.md "Access rights").
 const (
 	accessLocalRead   uint8 = 0x01
 	accessLocalWrite  uint8 = 0x02
@@ -172,7 +177,7 @@ const (
 )
 
 // Asynchronous event codes the driver acts on (user.h/defs.h IRDMA_AE_*;
-// controlpath §7.4).
+// docs/hw-controlpath.md "AE codes").
 const (
 	aeAMPUnallocatedSTag      uint16 = 0x0102
 	aeAMPInvalidSTag          uint16 = 0x0103
@@ -216,7 +221,7 @@ const (
 	aeQPSuspendComplete       uint16 = 0x0900
 )
 
-// AE sources (defs.h IRDMA_AE_SOURCE_*; controlpath §7.3).
+// AE sources (defs.h IRDMA_AE_SOURCE_*; docs/hw-controlpath.md "AEQE").
 const (
 	aeSrcRsvd   = 0x0
 	aeSrcRQ     = 0x1

@@ -101,12 +101,12 @@ const (
 var ErrClosed = errors.New("irdma: device closed")
 
 // Open brings a device up in the order of irdma_ctrl_init_hw and
-// irdma_rt_init_hw (controlpath §1.3, §6): wait for the protocol engine,
-// create the CQP, query the RDMA features, size and commit the HMC and
-// back it with SDs, set up the resource bitmaps, create the CCQ and CEQ 0,
-// arm the CCQ, allocate the statistics instance, create the remaining
-// CEQs, the PBLE pool and the AEQ. On failure everything created so far is
-// torn down and the error returned.
+// irdma_rt_init_hw (docs/hw-controlpath.md "Bring-up order"): wait for the
+// protocol engine, create the CQP, query the RDMA features, size and commit
+// the HMC and back it with SDs, set up the resource bitmaps, create the CCQ
+// and CEQ 0, arm the CCQ, allocate the statistics instance, create the
+// remaining CEQs, the PBLE pool and the AEQ. On failure everything created so
+// far is torn down and the error returned.
 func Open(hw HW, cfg Config) (*Device, error) {
 	if hw == nil || cfg.Netdev == nil {
 		return nil, fmt.Errorf("%w: Open needs a HW and a Netdev", syscall.EINVAL)

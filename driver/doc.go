@@ -3,7 +3,8 @@
 // device only through HW — BAR0 register reads and writes, host memory it
 // allocates, fills and reads (dma_alloc_coherent is hostmem.Memory.Alloc),
 // and MSI-X notifications — and encodes every CQP WQE and context itself
-// from the reference tables; it never imports the device model.
+// from the driver's layouts (docs/hw-controlpath.md, docs/hw-datapath.md);
+// it never imports the device model.
 //
 // Open brings the function up in the order of hw.c:irdma_ctrl_init_hw and
 // irdma_rt_init_hw:

@@ -28,7 +28,8 @@ type aeq struct {
 	pol  uint8
 }
 
-// aeInfo is irdma_aeqe_info (GEN_1/2 layout, controlpath §7.3).
+// aeInfo is irdma_aeqe_info (GEN_1/2 layout, ctrl.c:irdma_sc_get_next_aeqe;
+// docs/hw-controlpath.md "AEQE").
 type aeInfo struct {
 	ComplCtx  uint64
 	QPCQID    uint32

@@ -417,7 +417,7 @@ func (f *fakeHW) exec(w *fakeWQE) (ret uint32, major, minor uint16, failed bool)
 		}
 	case cqpOpManagePushPages:
 		if _, ok := f.retval[w.Op]; !ok {
-			ret = invalidPushIdx // decline (errata W2)
+			ret = invalidPushIdx // decline (docs/hw-controlpath.md "Push pages")
 		}
 	}
 	return ret, 0, 0, false

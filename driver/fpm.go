@@ -38,7 +38,8 @@ type hmcInfo struct {
 }
 
 // Offsets of each object's entry in the QUERY_FPM_VAL buffer (ctrl.c
-// irdma_sc_parse_fpm_query_buf; controlpath §6.2). APBVT has none.
+// irdma_sc_parse_fpm_query_buf; docs/hw-controlpath.md "QUERY_FPM_VAL
+// buffer"). APBVT has none.
 var fpmQueryOffset = [hmcMax]int{
 	hmcQP: 8, hmcCQ: 16, hmcSRQ: 24, hmcHTE: 32, hmcARP: 40, hmcAPBVT: -1,
 	hmcMR: 48, hmcXF: 56, hmcXFFL: 64, hmcQ1: 72, hmcQ1FL: 80, hmcTimer: 88,
@@ -47,7 +48,8 @@ var fpmQueryOffset = [hmcMax]int{
 }
 
 // Offsets of each object's count in the COMMIT_FPM_VAL buffer (ctrl.c
-// irdma_sc_cfg_iw_fpm; controlpath §6.3). +120 is reserved.
+// irdma_sc_cfg_iw_fpm; docs/hw-controlpath.md "COMMIT_FPM_VAL buffer"). +120
+// is reserved.
 var fpmCommitOffset = [hmcMax]int{
 	hmcQP: 0, hmcCQ: 8, hmcSRQ: 16, hmcHTE: 24, hmcARP: 32, hmcAPBVT: 40,
 	hmcMR: 48, hmcXF: 56, hmcXFFL: 64, hmcQ1: 72, hmcQ1FL: 80, hmcTimer: 88,
@@ -141,10 +143,11 @@ func q1Cnt(maxIRD, qp uint32) uint32 {
 }
 
 // cfgFPMCounts is the count selection of ctrl.c:irdma_cfg_fpm_val with
-// cfg_fpm_value_gen_2 (controlpath §6.4): start from the maxima, cap QPs at
-// the largest power of two ≤ qpLimit (rsrc_limits_table[limits_sel]), then
-// shrink QPs, MRs, PBLEs and the multicast/AH tables until the SD estimate
-// fits max_sds, and give leftover SDs to PBLEs. It returns the SDs needed.
+// cfg_fpm_value_gen_2 (docs/hw-controlpath.md "FPM count selection"): start
+// from the maxima, cap QPs at the largest power of two ≤ qpLimit
+// (rsrc_limits_table[limits_sel]), then shrink QPs, MRs, PBLEs and the
+// multicast/AH tables until the SD estimate fits max_sds, and give leftover
+// SDs to PBLEs. It returns the SDs needed.
 func cfgFPMCounts(h *hmcInfo, qpLimit uint32, p profile.Profile) (uint32, error) {
 	for i := range hmcMax {
 		h.Obj[i].Cnt = h.Obj[i].MaxCnt

@@ -545,11 +545,12 @@ func TestIntegrationQPAsyncError(t *testing.T) {
 	_ = d.DestroyQP(q)
 }
 
-// TestIntegrationFlushCompletions posts sends and receives on a kernel RC
-// QP, moves it to ERR (FLUSH_WQES) and polls: the device writes one
-// flushed CQE per queue at the first outstanding WQE (GEN_2), which the
-// uk layer expands into one WR_FLUSH_ERR completion per posted WR, in
-// posting order (irdma-datapath.md §6.4, §7.4).
+// TestIntegrationFlushCompletions posts sends and receives on a kernel RC QP,
+// moves it to ERR (FLUSH_WQES) and polls: the device writes one flushed CQE
+// per queue at the first outstanding WQE (GEN_2), which the uk layer expands
+// into one WR_FLUSH_ERR completion per posted WR, in posting order
+// (uk.c:irdma_uk_cq_poll_cmpl; docs/hw-datapath.md "How software consumes a
+// CQE", "Flush generation").
 func TestIntegrationFlushCompletions(t *testing.T) {
 	e := openReal(t, Config{})
 	d, dev := e.d, e.dev

@@ -293,7 +293,8 @@ func (d *Device) modifyQP(q *QP, attr *QPAttr, mask QPAttrMask, u *ModifyQPUser)
 		return resp, nil
 	}
 	// rem_endpoint_idx is updated after the context write: the context
-	// carries the previous value (controlpath §9 item 6).
+	// carries the previous value (verbs.c:irdma_modify_qp_roce;
+	// docs/hw-controlpath.md "What the driver leaves open").
 	c.RemEndpointIdx = uint32(c.ARPIdx)
 	if info.next == qpHWStateClosing {
 		q.suspendPending = true
@@ -414,9 +415,10 @@ func (d *Device) flushWQEs(q *QP, sq, rq, reflush bool) error {
 	return err
 }
 
-// allocPushPage is verbs.c:irdma_alloc_push_page: MANAGE_PUSH_PAGES for
-// the QP's QS handle; the page is used only if OP_RETVAL is below
-// max_hw_device_pages (errata W2).
+// allocPushPage is verbs.c:irdma_alloc_push_page: MANAGE_PUSH_PAGES for the
+// QP's QS handle; the page is used only if OP_RETVAL is below
+// max_hw_device_pages (docs/hw-controlpath.md "Push pages": 1024 or 256
+// depending on the kernel).
 func (d *Device) allocPushPage(q *QP) {
 	q.mu.Lock()
 	qs := q.ctx.QSHandle
@@ -516,8 +518,8 @@ func (d *Device) cmDisconn(q *QP, ae uint16) {
 	}
 }
 
-// aeToQPErr is irdma_ae_to_qp_err_code (irdma-datapath.md §7.3): the flush
-// code and the IB QP event an AE leads to.
+// aeToQPErr is irdma_ae_to_qp_err_code (user.h; docs/hw-datapath.md "AE to
+// flush code"): the flush code and the IB QP event an AE leads to.
 func aeToQPErr(ae uint16) (uint16, AsyncEventType) {
 	switch ae {
 	case aeAMPBoundsViolation, aeAMPInvalidSTag, aeAMPRightsViolation, aeAMPUnallocatedSTag, aeAMPBadPD,

@@ -136,11 +136,12 @@ func tos2Priority(tos uint8) uint8 {
 	return table[(tos&0x1e)>>1]
 }
 
-// applyAV is the IB_QP_AV part of irdma_modify_qp_roce: GRH fields (TTL,
-// flow label, TOS, the UDP source port, a new user priority with its
-// work-scheduler leaf), the source MAC and VLAN of the SGID's netdev, the
-// IP addresses in driver word order (errata I1), and the destination MAC
-// into the ARP table (irdma_add_arp), whose index goes in the context.
+// applyAV is the IB_QP_AV part of irdma_modify_qp_roce: GRH fields (TTL, flow
+// label, TOS, the UDP source port, a new user priority with its
+// work-scheduler leaf), the source MAC and VLAN of the SGID's netdev, the IP
+// addresses in driver word order (docs/hw-controlpath.md "MAC and IP byte
+// order"), and the destination MAC into the ARP table (irdma_add_arp), whose
+// index goes in the context.
 func (d *Device) applyAV(q *QP, ah *AHAttr) error {
 	sg, err := d.sgidAttr(ah.SGIDIndex)
 	if err != nil {

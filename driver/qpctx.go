@@ -3,7 +3,7 @@ package driver
 // roceCtx is everything irdma_sc_qp_setctx_roce_gen_2 reads: the fields of
 // irdma_sc_qp, irdma_qp_host_ctx_info, irdma_roce_offload_info and
 // irdma_udp_offload_info that land in the 256-byte RoCE QP host context
-// (irdma-controlpath.md §3.2; errata item 4 and I1 for byte orders).
+// (docs/hw-controlpath.md "QP host context", and "MAC and IP byte order").
 type roceCtx struct {
 	// irdma_sc_qp
 	RQWQESize uint8  // qp_uk.rq_wqe_size: the RQ WQE shift
@@ -61,7 +61,7 @@ type roceCtx struct {
 	TOS           uint8
 	SrcPort       uint16
 	DstPort       uint16
-	DestIP        [4]uint32 // host-order words; IPv4 in word 3 (errata I1)
+	DestIP        [4]uint32 // host-order words; IPv4 in word 3 (irdma_copy_ip_ntohl)
 	LocalIP       [4]uint32
 	SndMSS        uint32
 	VLANTag       uint16

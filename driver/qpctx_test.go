@@ -5,9 +5,10 @@ import (
 	"testing"
 )
 
-// TestRoCECtxIPv4RC pins all 32 qwords of the host context of an IPv4 RC
-// QP in RTS, hand-computed from irdma-controlpath.md §3.2 (errata item 4,
-// I1 for address byte order).
+// TestRoCECtxIPv4RC pins all 32 qwords of the host context of an IPv4 RC QP
+// in RTS, hand-computed from ctrl.c:irdma_sc_qp_setctx_roce_gen_2 as
+// docs/hw-controlpath.md "QP host context" lists it ("MAC and IP byte order"
+// for the addresses).
 func TestRoCECtxIPv4RC(t *testing.T) {
 	c := roceCtx{
 		RQWQESize: 1, SQPA: 0x1_0000_0000, RQPA: 0x1_0000_2000, HWSQSize: 4, HWRQSize: 3,

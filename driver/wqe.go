@@ -7,12 +7,13 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/profile"
 )
 
-// cqpWQE is one 64-byte CQP WQE as eight little-endian qwords. Builders
-// fill every qword but leave the valid bit (qw3 bit 63) clear: the CQP
-// posting code ORs in the ring polarity and stores qw3 last
-// (irdma_sc_cqp_get_next_send_wqe_idx, "dma_wmb … set_64bit_val(wqe, 24, hdr)").
-// Every field position below is from irdma-controlpath.md §2.2 (defs.h
-// IRDMA_CQPSQ_*), with the errata where they differ.
+// cqpWQE is one 64-byte CQP WQE as eight little-endian qwords. Builders fill
+// every qword but leave the valid bit (qw3 bit 63) clear: the CQP posting
+// code ORs in the ring polarity and stores qw3 last
+// (irdma_sc_cqp_get_next_send_wqe_idx, "dma_wmb … set_64bit_val(wqe, 24,
+// hdr)"). Every field position below is from the ctrl.c builders and defs.h
+// IRDMA_CQPSQ_* (docs/hw-controlpath.md, the WQE sections), with the newer
+// widths where kernels differ.
 type cqpWQE [8]uint64
 
 func b2u(b bool) uint64 {
@@ -35,7 +36,7 @@ func bits(x uint64, hi, lo uint) uint64 {
 func opHdr(op uint8) uint64 { return uint64(op) << cqpHdrOpcodeShift }
 
 // macU64 is ether_addr_to_u64: mac[0] in the most significant byte of the
-// 48-bit value (errata I1).
+// 48-bit value (docs/hw-controlpath.md "MAC and IP byte order").
 func macU64(mac [6]byte) uint64 {
 	var v uint64
 	for _, b := range mac {
@@ -45,9 +46,9 @@ func macU64(mac [6]byte) uint64 {
 }
 
 // ipWords is the driver's host-order IP word layout (irdma_copy_ip_ntohl;
-// errata I1): for IPv6, words [0..3] are ntohl of the four big-endian
-// 32-bit groups; for IPv4 the address goes in word 0 (callers place it
-// where each structure wants it).
+// docs/hw-controlpath.md "MAC and IP byte order"): for IPv6, words [0..3] are
+// ntohl of the four big-endian 32-bit groups; for IPv4 the address goes in
+// word 0 (callers place it where each structure wants it).
 func ipWords(a netip.Addr) (w [4]uint32, ipv4 bool) {
 	if a.Is4() || a.Is4In6() {
 		b := a.Unmap().As4()
@@ -64,7 +65,7 @@ func ipWords(a netip.Addr) (w [4]uint32, ipv4 bool) {
 // --- CQP host context -------------------------------------------------------
 
 // cqpCtxInfo is what irdma_sc_cqp_create writes into the 64-byte CQP host
-// context (controlpath §1.3).
+// context (docs/hw-controlpath.md "CQP host context").
 type cqpCtxInfo struct {
 	SQSize       uint32 // ring WQEs (power of two, 4..2048)
 	SQPA         uint64 // ring bus address, 512-aligned
@@ -250,7 +251,7 @@ type cqWQEInfo struct {
 	Resize        bool // MODIFY_CQ CQRESIZE
 }
 
-// buildCreateCQ is irdma_sc_cq_create (controlpath §2.2, errata item 5):
+// buildCreateCQ is irdma_sc_cq_create (docs/hw-controlpath.md "CQ WQEs"):
 // qw0 size [20:0]; qw1 context [62:0]; qw2 SHADOW_READ_THRESHOLD [17:0];
 // qw4 ring PA (0 if virtual); qw5 shadow PA; qw6 FIRSTPMPBLIDX [27:0]
 // (virtual only); qw7 TPHVAL [7:0], VSIIDX [23:8]; hdr CQID and CEQID

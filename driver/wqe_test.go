@@ -11,9 +11,10 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/profile"
 )
 
-// The expected qwords below are written by hand from
-// irdma-controlpath.md §2.2 / §1.3 (and the errata), field by field; they
-// are not produced by the builders under test.
+// The expected qwords below are written by hand from the ctrl.c builders and
+// defs.h masks (docs/hw-controlpath.md, the WQE sections and "CQP host
+// context"), field by field; they are not produced by the builders under
+// test.
 
 var gen2 = profile.GEN2().Fields
 
@@ -235,7 +236,7 @@ func TestSTagWQEs(t *testing.T) {
 func TestARPAndPushWQEs(t *testing.T) {
 	mac := [6]byte{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee}
 	checkWQE(t, "MANAGE_ARP add", buildAddARP(3, mac, true), cqpWQE{
-		2: 0x02aa_bbcc_ddee,      // MAC, mac[0] most significant (errata I1)
+		2: 0x02aa_bbcc_ddee,      // MAC, mac[0] most significant (ether_addr_to_u64)
 		3: 0x0000_0c0f_0000_0003, // index 3 | ENTRYVALID b42 | PERMANENT b43 | opcode 0x0f
 	})
 	checkWQE(t, "MANAGE_ARP delete", buildDelARP(3), cqpWQE{3: 0x0000_000f_0000_0003})

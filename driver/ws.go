@@ -44,7 +44,7 @@ func (t *wsTree) freeWSNodeID(id uint16) {
 	}
 }
 
-// wsCmd is ws.c:irdma_ws_cqp_cmd: WORK_SCHED_NODE; an added leaf takes its
+// wsCmd is utils.c:irdma_ws_cqp_cmd: WORK_SCHED_NODE; an added leaf takes its
 // QS handle from OP_RETVAL.
 func (d *Device) wsCmd(n *wsNode, op uint8) (uint32, error) {
 	compl, err := d.cqp.exec(func(uint32) (cqpWQE, error) { return buildWSNode(n.info, op), nil })

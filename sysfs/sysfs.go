@@ -2,8 +2,8 @@
 // SYSFS_PATH) to discover the emulated device: the uverbs class entry, the
 // device's attributes, its ports, GID table and GID attributes, in the
 // formats of the kernel's drivers/infiniband/core/sysfs.c
-// (/work/shared/reference/uverbs-fake-kernel.md §1 lists what rdma-core 44
-// reads).
+// (docs/preload.md "The sysfs tree" lists what rdma-core 44 reads,
+// measured).
 //
 // A tree is described by Device values, which the daemon fills from its
 // port model, and written by Write: built in a temporary directory next to

@@ -14,8 +14,8 @@ import (
 )
 
 func TestFormats(t *testing.T) {
-	// The measured prototype's tree: MAC 02:fc:00:00:00:01 gives node_guid
-	// 00fc:00ff:fe00:0001 (uverbs-fake-kernel.md §1).
+	// The tree measured with rdma-core 44: MAC 02:fc:00:00:00:01 gives
+	// node_guid 00fc:00ff:fe00:0001 (docs/preload.md "The sysfs tree").
 	mac, _ := net.ParseMAC("02:fc:00:00:00:01")
 	if g := FormatGUID(GUIDFromMAC(mac)); g != "00fc:00ff:fe00:0001" {
 		t.Errorf("GUID %s", g)

@@ -8,8 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Doorbell page layout (irdma-datapath.md §5.4): the page libirdma maps
-// with the context's db_mmap_key and stores into with plain 32-bit writes.
+// Doorbell page layout (docs/hw-datapath.md "User doorbell page"): the page
+// libirdma maps with the context's db_mmap_key and stores into with plain
+// 32-bit writes.
 const (
 	// DoorbellSQ is the offset of the SQ doorbell (wqe_alloc_db): libirdma's
 	// irdma_uk_qp_post_wr stores the QP id there after writing WQEs.

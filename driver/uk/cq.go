@@ -2,9 +2,9 @@ package uk
 
 import "fmt"
 
-// CQE is a view of one 32-byte GEN_2 CQE (struct irdma_cqe, datapath
-// §6.2), or of the extension slot after it (§6.3). Accessors do not
-// bounds-check.
+// CQE is a view of one 32-byte GEN_2 CQE (struct irdma_cqe,
+// docs/hw-datapath.md "CQE layout"), or of the extension slot after it ("CQE
+// extension"). Accessors do not bounds-check.
 type CQE []byte
 
 // Qword is the little-endian word at byte offset 8·i.
@@ -165,10 +165,11 @@ func (c *CQ) Clean(ctx uint64) {
 	}
 }
 
-// PollCmpl is irdma_uk_cq_poll_cmpl for a GEN_2 kernel CQ (datapath §6,
-// §7): it returns ErrCQEmpty when no valid CQE (or extension) waits,
-// ErrQPDestroyed for a CQE of a destroyed QP (consumed; poll again), or
-// nil with info filled.
+// PollCmpl is irdma_uk_cq_poll_cmpl for a GEN_2 kernel CQ
+// (docs/hw-datapath.md "How software consumes a CQE", "CQE error codes"): it
+// returns ErrCQEmpty when no valid CQE (or extension) waits, ErrQPDestroyed
+// for a CQE of a destroyed QP (consumed; poll again), or nil with info
+// filled.
 //
 // Flushes: a flush CQE (major 1, or GEN_3's 0xfffe) stands for every
 // outstanding WQE of its queue. While the queue has more, the CQ head is
@@ -352,12 +353,12 @@ const (
 	NotifySolicited Notify = 1 // IRDMA_CQ_COMPL_SOLICITED: the next solicited one
 )
 
-// RequestNotification is irdma_uk_cq_request_notification: it rewrites
-// the arm word (CQ shadow qword4) with ARM_SEQ_NUM [17:16] incremented,
-// SW_CQ_SELECT [13:0] kept, ARM_NEXT_SE [15] always set, and ARM_NEXT
-// [14] set only for NotifyAny (so a solicited-only arm is ARM_NEXT 0,
-// SE 1; controlpath errata W1). It returns the value to write to the CQ
-// arm doorbell (the CQ id) after the shadow store.
+// RequestNotification is irdma_uk_cq_request_notification: it rewrites the
+// arm word (CQ shadow qword4) with ARM_SEQ_NUM [17:16] incremented,
+// SW_CQ_SELECT [13:0] kept, ARM_NEXT_SE [15] always set, and ARM_NEXT [14]
+// set only for NotifyAny (so a solicited-only arm is ARM_NEXT 0, SE 1;
+// docs/hw-datapath.md "CQ shadow area and arming"). It returns the value to
+// write to the CQ arm doorbell (the CQ id) after the shadow store.
 func (c *CQ) RequestNotification(n Notify) uint32 {
 	v := load64(c.shadow, cqShadowArmOffset)
 	seq := (v>>cqArmSeqShift + 1) & cqArmSeqMask
@@ -381,11 +382,11 @@ func (c *CQ) SetResizedCnt(cnt uint16) {
 	store64(c.shadow, cqShadowArmOffset, v)
 }
 
-// KernelCQSize is irdma_create_cq's ring size for a kernel CQ asked for
-// cqe entries on GEN_2 (32-byte CQEs, datapath §6.1): cqe + 2, doubled
-// (every CQE may take an extension slot; the doubling also makes it the
-// even size irdma requires), and 2 more if that would be exactly one
-// 4 KiB page. cqe must be 1..max_hw_cq_size.
+// KernelCQSize is irdma_create_cq's ring size for a kernel CQ asked for cqe
+// entries on GEN_2 (32-byte CQEs, docs/hw-datapath.md "CQ ring and valid
+// bit"): cqe + 2, doubled (every CQE may take an extension slot; the doubling
+// also makes it the even size irdma requires), and 2 more if that would be
+// exactly one 4 KiB page. cqe must be 1..max_hw_cq_size.
 func KernelCQSize(lim Limits, cqe int) (int, error) {
 	if cqe < lim.MinCQSize || cqe > lim.MaxCQSize {
 		return 0, ErrInvalid

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// CQE bits from the data-path sheet §6.2/§6.3, spelled out here so the
-// tests do not reuse the parser's constants.
+// CQE bits from defs.h (docs/hw-datapath.md "CQE layout", "CQE extension"),
+// spelled out here so the tests do not reuse the parser's constants.
 const (
 	cValid   = uint64(1) << 63
 	cSQ      = uint64(1) << 62
@@ -372,7 +372,8 @@ func TestRequestNotification(t *testing.T) {
 		want uint64
 	}{
 		// ARM_SEQ_NUM [17:16] +1 each arm, ARM_NEXT_SE [15] always,
-		// ARM_NEXT [14] only for "any completion" (errata W1).
+		// ARM_NEXT [14] only for "any completion" (uk.c
+		// irdma_uk_cq_request_notification).
 		{func() uint32 { return f.cq.RequestNotification(NotifyAny) }, 1<<16 | 1<<15 | 1<<14},
 		{func() uint32 { return f.cq.RequestNotification(NotifySolicited) }, 2<<16 | 1<<15},
 		{func() uint32 { f.cq.SetResizedCnt(3); return 7 }, 2<<16 | 1<<15 | 3},

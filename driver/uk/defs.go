@@ -1,9 +1,9 @@
 package uk
 
-// Hardware layout constants, written from the data-path sheet and defs.h
-// (IRDMAQPSQ_*, IRDMA_CQ_*, IRDMACQ_*), independently of emu/qp.
+// Hardware layout constants, written from defs.h (IRDMAQPSQ_*, IRDMA_CQ_*,
+// IRDMACQ_*) and uk.c (docs/hw-datapath.md), independently of emu/qp.
 
-// Ring geometry (datapath §3.1).
+// Ring geometry (docs/hw-datapath.md "SQ ring geometry").
 const (
 	QuantumSize = 32  // IRDMA_QP_WQE_MIN_SIZE
 	MaxWQEBytes = 256 // IRDMA_QP_WQE_MAX_SIZE
@@ -22,7 +22,8 @@ const (
 	ShadowAreaSize = 64
 )
 
-// Hardware SQ opcodes, header OPCODE [37:32] (datapath §2.1).
+// Hardware SQ opcodes, header OPCODE [37:32] (docs/hw-datapath.md "SQ
+// opcodes").
 const (
 	OpRDMAWrite         uint8 = 0x00
 	OpRDMARead          uint8 = 0x01
@@ -42,7 +43,8 @@ const (
 	OpRecImm            uint8 = 0x3f
 )
 
-// SQ WQE header bits (qword3 of the first quantum, datapath §3.2).
+// SQ WQE header bits (qword3 of the first quantum, docs/hw-datapath.md "SQ
+// WQE header").
 const (
 	sqOpcodeShift      = 32
 	sqAddFragCntShift  = 38
@@ -72,10 +74,11 @@ const (
 	inlineValidShift   = 7 // IRDMA_INLINE_VALID_S
 )
 
-// QP shadow area (datapath §5.2): qword0 [14:0] is the hardware SQ tail.
+// QP shadow area (docs/hw-datapath.md "QP shadow area"): qword0 [14:0] is the
+// hardware SQ tail.
 const qpShadowHWSQTailMask = 0x7fff
 
-// CQ shadow area (datapath §5.3).
+// CQ shadow area (docs/hw-datapath.md "CQ shadow area and arming").
 const (
 	cqShadowHeadMask    = 0xf_ffff // qword0 IRDMA_CQ_DBSA_CQEIDX
 	cqShadowArmOffset   = 32       // qword4
@@ -86,7 +89,7 @@ const (
 	cqArmSeqMask        = 0x3
 )
 
-// CQE fields (datapath §6.2, §6.3).
+// CQE fields (docs/hw-datapath.md "CQE layout", "CQE extension").
 const (
 	cqeQword3Offset = 24
 	cqeMinErrMask   = 0xffff
@@ -112,7 +115,7 @@ const (
 	cqeUDVLANShift  = 48
 )
 
-// CQE major error codes (datapath §7.1).
+// CQE major error codes (docs/hw-datapath.md "CQE error codes").
 const (
 	MajorFlush         uint16 = 0x0001 // IRDMA_FLUSH_MAJOR_ERR
 	MajorSRQFlushRsvd  uint16 = 0xfffe // IRDMA_SRQFLUSH_RSVD_MAJOR_ERR (GEN_3)

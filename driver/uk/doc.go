@@ -7,7 +7,7 @@
 // It writes what the kernel path (irdma_post_send → irdma_uk_*) writes,
 // GEN_2 (E810) layout, bit for bit; the tests pin it to the bytes the
 // real, unmodified libirdma wrote (testdata/libirdma-wqe.json). It is
-// written from the data-path sheet (irdma-datapath.md §2–§7), separately
+// written from uk.c and defs.h as docs/hw-datapath.md records them, separately
 // from the device model's decoder in emu/qp: the two sides of the hardware
 // interface must not share code, so this package imports nothing of emu/.
 //

@@ -197,11 +197,12 @@ func qpType(g *golden) QPType {
 	return QPTypeRC
 }
 
-// hwReadMask marks the bytes of an SQ WQE the hardware reads, per the
-// data-path sheet (§3.2–§3.7): the header; qword0 when it is the
-// immediate; qword2; the fragment slots ADDFRAGCNT covers (slot 0 unless
-// it holds the immediate); for inline WQEs the payload bytes and each
-// further quantum's inline valid byte. Everything else may hold anything.
+// hwReadMask marks the bytes of an SQ WQE the hardware reads, per the uk.c
+// builders (docs/hw-datapath.md "SQ WQE header" to "Inline data"): the
+// header; qword0 when it is the immediate; qword2; the fragment slots
+// ADDFRAGCNT covers (slot 0 unless it holds the immediate); for inline WQEs
+// the payload bytes and each further quantum's inline valid byte. Everything
+// else may hold anything.
 func hwReadMask(w []byte) []bool {
 	m := make([]bool, len(w))
 	set := func(off, n int) {
@@ -395,8 +396,9 @@ func TestGoldenRefusals(t *testing.T) {
 		t.Errorf("rc_recv_4sge: posted %d err %v (golden rc %d)", n, err, g.PostRC)
 	}
 
-	// Atomics on a device with IRDMA_FEATURE_ATOMIC_OPS post the §3.8
-	// layout (written out here from the sheet, not by our builder).
+	// Atomics on a device with IRDMA_FEATURE_ATOMIC_OPS post the layout of
+	// docs/hw-datapath.md "Atomic WQEs" (written out here by hand, not by our
+	// builder).
 	lim := GEN2
 	lim.AtomicsOK = true
 	for _, c := range []string{"rc_atomic_fetch_add_feature_flags_0x43", "rc_atomic_cmp_swp_feature_flags_0x43"} {

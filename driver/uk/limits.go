@@ -1,9 +1,9 @@
 package uk
 
-// Limits are the device capabilities the uk layer enforces (irdma's
-// uk_attrs, datapath §8.2). GEN2 holds the E810 values; LimitsFrom
-// derives them from a device profile (emu/profile, the one part of emu/
-// the driver may import), and a test pins the two together.
+// Limits are the device capabilities the uk layer enforces (irdma's uk_attrs,
+// docs/hw-datapath.md "GEN_2 capabilities"). GEN2 holds the E810 values;
+// LimitsFrom derives them from a device profile (emu/profile, the one part of
+// emu/ the driver may import), and a test pins the two together.
 type Limits struct {
 	MaxWQFrags  int    // max_hw_wq_frags: SGEs per SEND/WRITE/RQ WQE
 	MaxReadSGEs int    // max_hw_read_sges: sink SGEs per RDMA READ

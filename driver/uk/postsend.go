@@ -95,10 +95,11 @@ func MRAccessRights(access uint32) uint8 {
 	return r
 }
 
-// PostSend is irdma_post_send's loop for a kernel QP (datapath §2.2): each
-// work request is mapped to its uk builder in order; the first one that
-// fails stops the loop and its index is returned with the error, the ones
-// before it stay posted. posted == len(wrs) means all were.
+// PostSend is irdma_post_send's loop for a kernel QP (docs/hw-datapath.md
+// "Posting from the kernel"): each work request is mapped to its uk builder
+// in order; the first one that fails stops the loop and its index is returned
+// with the error, the ones before it stay posted. posted == len(wrs) means
+// all were.
 //
 // Errors are those irdma_post_send returns: ErrInvalid for an opcode it
 // does not post (BIND_MW among them), an immediate the QP's caps lack,
@@ -181,16 +182,18 @@ func (q *QP) postOne(wr *SendWR) error {
 		if len(wr.SGList) > q.lim.MaxReadSGEs {
 			return ErrInvalid
 		}
-		// READ has no inline form; IB_SEND_INLINE is ignored, as it is
-		// by libirdma (golden rc_read_with_inline_flag). READ_WITH_INV's
-		// invalidate_rkey is not passed to the hardware (§10 item 9).
+		// READ has no inline form; IB_SEND_INLINE is ignored, as it is by
+		// libirdma (golden rc_read_with_inline_flag). READ_WITH_INV's
+		// invalidate_rkey is not passed to the hardware (docs/hw-datapath.md
+		// "Version differences").
 		info.OpType = OpRDMARead
 		info.RemoteAddr, info.RemoteSTag = wr.RemoteAddr, wr.RKey
 		info.SGList = wr.SGList
 		return q.RDMARead(&info, wr.Opcode == WRRDMAReadWithInv)
 
 	case WRLocalInv:
-		// The kernel forces the local fence (datapath §2.2, §10 item 8).
+		// The kernel forces the local fence (docs/hw-datapath.md "Posting
+		// from the kernel").
 		info.OpType = OpInvSTag
 		info.LocalFence = true
 		info.TargetSTag = wr.InvalidateRKey

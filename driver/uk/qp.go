@@ -37,7 +37,8 @@ const (
 )
 
 // DefaultCaps are the caps irdma_create_qp gives a RoCE QP: RC both
-// immediates, UD send-with-immediate only (datapath §2.2).
+// immediates, UD send-with-immediate only (docs/hw-datapath.md "Posting from
+// the kernel").
 func DefaultCaps(t QPType) QPCaps {
 	if t == QPTypeUD {
 		return CapSendWithImm
@@ -85,8 +86,8 @@ type QPConfig struct {
 	// RQ is the RQ ring: rq_size WQEs of (32 << RQShift) bytes.
 	RQ      []byte
 	RQShift uint8
-	// Shadow is the QP shadow area; qword0 [14:0] is the hardware SQ
-	// tail the doorbell suppression reads (datapath §5.2).
+	// Shadow is the QP shadow area; qword0 [14:0] is the hardware SQ tail the
+	// doorbell suppression reads (docs/hw-datapath.md "QP shadow area").
 	Shadow []byte
 	// MaxSQFragCnt, MaxRQFragCnt and MaxInlineData are the QP's
 	// max_send_sge, max_recv_sge and max_inline_data.
@@ -237,8 +238,9 @@ type QPSizes struct {
 	MaxSendWR, MaxRecvWR uint32
 }
 
-// WQEShift is irdma_get_wqe_shift for GEN_2/3: the log2 of the WQE size
-// in quanta needed for sge fragments and inline bytes (datapath §3.1).
+// WQEShift is irdma_get_wqe_shift for GEN_2/3: the log2 of the WQE size in
+// quanta needed for sge fragments and inline bytes (docs/hw-datapath.md "SQ
+// ring geometry").
 func WQEShift(sge, inline uint32) uint8 {
 	switch {
 	case sge <= 1 && inline <= 8:

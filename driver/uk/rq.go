@@ -6,11 +6,11 @@ type RecvWR struct {
 	SGList []SGE
 }
 
-// PostReceive is irdma_uk_post_receive (datapath §4.1): the RQ WQE at
-// index head × (1 << rq_shift) quanta gets the SGEs in fragment slots
-// (GEN_2 pad slot after an even count, counted in ADDFRAGCNT), qword2 0,
-// and a header of ADDFRAGCNT | VALID only, stored last. The wr_id stays
-// in software (rq_wrid_array); the RQ has no doorbell.
+// PostReceive is irdma_uk_post_receive (docs/hw-datapath.md "RQ WQE"): the RQ
+// WQE at index head × (1 << rq_shift) quanta gets the SGEs in fragment slots
+// (GEN_2 pad slot after an even count, counted in ADDFRAGCNT), qword2 0, and
+// a header of ADDFRAGCNT | VALID only, stored last. The wr_id stays in
+// software (rq_wrid_array); the RQ has no doorbell.
 //
 // With 0 SGEs irdma writes slot 0 from sg_list[0] anyway, i.e. whatever
 // the caller's array held; we write an empty slot (VALID only) instead,

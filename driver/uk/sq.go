@@ -1,8 +1,9 @@
 package uk
 
 // SQ WQE builders, as the kernel's irdma_uk_* functions write them
-// (datapath §3): body qwords first, then the header (qword3 of the first
-// quantum) with one atomic 64-bit store carrying the valid bit.
+// (docs/hw-datapath.md "SQ WQE body", "Valid bit and NOP padding"): body
+// qwords first, then the header (qword3 of the first quantum) with one atomic
+// 64-bit store carrying the valid bit.
 
 // SGE is one scatter/gather element (struct ib_sge, irdma_sge).
 type SGE struct {
@@ -79,7 +80,8 @@ type FastRegInfo struct {
 	PageSize        uint64 // MR page size in bytes: 4K, 2M or 1G
 }
 
-// fragCntToQuantaSQ is irdma_fragcnt_to_quanta_sq (datapath §3.5).
+// fragCntToQuantaSQ is irdma_fragcnt_to_quanta_sq (docs/hw-datapath.md
+// "Quanta and ADDFRAGCNT").
 func fragCntToQuantaSQ(n int) (uint16, bool) {
 	if n < 0 || n > 15 {
 		return 0, false
@@ -113,16 +115,16 @@ func (q *QP) sqWQE(idx uint32, quanta uint16) []byte {
 // validBit is VALID at the current SQ polarity.
 func (q *QP) validBit() uint64 { return uint64(q.swqePol) << sqValidShift }
 
-// nextSendWQE is irdma_qp_get_next_send_wqe (kernel: no push pad). If
-// the WQE does not fit before the next max_hw_sq_chunk boundary, the rest
-// of the chunk is filled with single-quantum NOPs first, so no WQE ever
-// straddles one; both need free quanta (IRDMA_SQ_RING_FREE_QUANTA). The
-// polarity flips when a WQE lands at index 0, so the first lap is written
-// with VALID=1. The tracking entry records what the completion needs.
-// The pre-clear of irdma_clr_wqes is done here for every WQE, as the
-// out-of-tree driver does: upstream calls it from each builder except
-// the atomics (datapath §10 item 11); doing it for atomics too only
-// changes memory one stride ahead of the head that no valid WQE uses.
+// nextSendWQE is irdma_qp_get_next_send_wqe (kernel: no push pad). If the WQE
+// does not fit before the next max_hw_sq_chunk boundary, the rest of the
+// chunk is filled with single-quantum NOPs first, so no WQE ever straddles
+// one; both need free quanta (IRDMA_SQ_RING_FREE_QUANTA). The polarity flips
+// when a WQE lands at index 0, so the first lap is written with VALID=1. The
+// tracking entry records what the completion needs. The pre-clear of
+// irdma_clr_wqes is done here for every WQE, as the out-of-tree driver does:
+// upstream calls it from each builder except the atomics (docs/hw-datapath.md
+// "Version differences"); doing it for atomics too only changes memory one
+// stride ahead of the head that no valid WQE uses.
 func (q *QP) nextSendWQE(quanta uint16, totalLen uint32, wrID uint64, signaled bool) (uint32, bool) {
 	chunk := q.lim.MaxSQChunk
 	avail := chunk - q.sq.head%chunk
@@ -430,9 +432,9 @@ func (q *QP) InlineRDMAWrite(info *PostSQInfo) error {
 }
 
 // atomic is irdma_uk_atomic_fetch_add / irdma_uk_atomic_compare_swap
-// (datapath §3.8): two quanta, ADDFRAGCNT 1, the local result buffer in
-// qwords 0–1, the remote VA in qword2, the operands at bytes 32 and 40,
-// and the second quantum's valid bit alone at byte 56.
+// (docs/hw-datapath.md "Atomic WQEs"): two quanta, ADDFRAGCNT 1, the local
+// result buffer in qwords 0–1, the remote VA in qword2, the operands at bytes
+// 32 and 40, and the second quantum's valid bit alone at byte 56.
 func (q *QP) atomic(info *PostSQInfo, op uint8) error {
 	const quanta = 2
 	idx, ok := q.nextSendWQE(quanta, 0, info.WrID, info.Signaled)
@@ -467,7 +469,7 @@ func (q *QP) AtomicCompareSwap(info *PostSQInfo) error { return q.atomic(info, O
 
 // LocalInvalidate is irdma_uk_stag_local_invalidate: the target STag in
 // the FRAG_STAG of slot 0 with length 0 and, unlike every other
-// fragment, VALID 0 (datapath §3.9, §10 item 8).
+// fragment, VALID 0 (docs/hw-datapath.md "Memory and NOP WQEs").
 func (q *QP) LocalInvalidate(info *PostSQInfo) error {
 	idx, ok := q.nextSendWQE(1, 0, info.WrID, info.Signaled)
 	if !ok {
@@ -507,10 +509,11 @@ func (q *QP) MWBind(info *PostSQInfo) error {
 	return nil
 }
 
-// FastRegister is irdma_sc_mr_fast_register (kernel only, datapath §3.9).
-// The PBL address goes in bits [63:12] of qword1 as the out-of-tree
-// driver writes it (upstream's form gives the same bits for a
-// page-aligned address below 2^52, §10 item 10).
+// FastRegister is irdma_sc_mr_fast_register (kernel only, docs/hw-datapath.md
+// "Memory and NOP WQEs"). The PBL address goes in bits [63:12] of qword1 as
+// the out-of-tree driver writes it (upstream's form gives the same bits for a
+// page-aligned address below 2^52, docs/hw-datapath.md "Version
+// differences").
 func (q *QP) FastRegister(info *FastRegInfo) error {
 	var ps uint64 // IRDMA_PAGE_SIZE_4K
 	switch info.PageSize {
@@ -562,7 +565,8 @@ func (q *QP) NOP(wrID uint64, signaled bool) error {
 // (WQEALLOC). It rings only for new WQEs (head moved since the last
 // decision) that hardware has not already reached: when the head moved
 // forward, if the hardware tail lies in [initial head, head); on a wrap,
-// if it is ≥ the initial head or < the head (datapath §5.1). Otherwise
+// if it is ≥ the initial head or < the head (Linux uk.c:irdma_uk_qp_post_wr;
+// docs/hw-datapath.md "Doorbells"). Otherwise
 // the hardware is still busy behind the initial head and will find the
 // new WQEs by their valid bits. User space (libirdma) always rings.
 func (q *QP) SQDoorbell() bool {

@@ -225,8 +225,9 @@ func TestUserPathBuilders(t *testing.T) {
 	}
 }
 
-// TestFastRegister checks IB_WR_REG_MR against the layout of §3.9,
-// written out by hand.
+// TestFastRegister checks IB_WR_REG_MR against the layout of
+// ctrl.c:irdma_sc_mr_fast_register (docs/hw-datapath.md "Memory and NOP
+// WQEs"), written out by hand.
 func TestFastRegister(t *testing.T) {
 	q := goldenQP(t, QPTypeRC, GEN2)
 	wr := SendWR{WrID: 0x77, Opcode: WRRegMR, Flags: SendSignaled | SendFence, RegMR: RegMRWR{

@@ -1,7 +1,7 @@
 package uk
 
-// FlushCode is irdma_flush_opcode: the minor error of a flush CQE
-// (datapath §7.1).
+// FlushCode is irdma_flush_opcode (user.h): the minor error of a flush CQE
+// (docs/hw-datapath.md "Flush codes").
 type FlushCode uint16
 
 // Flush codes.
@@ -20,9 +20,10 @@ const (
 	FlushRNRRetryExcErr FlushCode = 11
 )
 
-// AEToFlushCode is the flush half of irdma_ae_to_qp_err_code (datapath
-// §7.3): the flush minor code an asynchronous event leads to. The uk poll
-// uses it for GEN_3's 0xfffe flush CQEs, whose minor is an AE code.
+// AEToFlushCode is the flush half of irdma_ae_to_qp_err_code (user.h;
+// docs/hw-datapath.md "AE to flush code"): the flush minor code an
+// asynchronous event leads to. The uk poll uses it for GEN_3's 0xfffe flush
+// CQEs, whose minor is an AE code.
 func AEToFlushCode(ae uint16) FlushCode {
 	switch ae {
 	case 0x0108, 0x0103, 0x0109, 0x0102, 0x0105, 0x0104, 0x0106, 0x0107, 0x010a, 0x011c:
@@ -95,7 +96,8 @@ func (s WCStatus) String() string {
 	return "unknown"
 }
 
-// FlushErrToWCStatus is irdma_flush_err_to_ib_wc_status (datapath §7.2).
+// FlushErrToWCStatus is irdma_flush_err_to_ib_wc_status (docs/hw-datapath.md
+// "Flush codes").
 func FlushErrToWCStatus(c FlushCode) WCStatus {
 	switch c {
 	case FlushProtErr:
@@ -177,9 +179,10 @@ type WorkCompletion struct {
 	NetHdrIPv4 bool // network_hdr_type: IPv4 (else IPv6) on UD
 }
 
-// ProcessCQE is the kernel's irdma_process_cqe for GEN_2 (datapath §6.4):
-// status from the error and flush code, opcode from the SQ WQE opcode or,
-// on the RQ, from the received BTH opcode, UD source QP and L2 fields.
+// ProcessCQE is the kernel's irdma_process_cqe for GEN_2 (docs/hw-datapath.md
+// "How software consumes a CQE"): status from the error and flush code,
+// opcode from the SQ WQE opcode or, on the RQ, from the received BTH opcode,
+// UD source QP and L2 fields.
 func ProcessCQE(info *CQPollInfo) WorkCompletion {
 	wc := WorkCompletion{WrID: info.WrID, ByteLen: info.BytesXfered, QPNum: info.QPID}
 	if info.Error {

@@ -14,8 +14,8 @@ import (
 )
 
 // AE codes of address resolution (user.h "Async Events codes";
-// irdma-controlpath.md §7.4). The data path raises them when a lookup here
-// fails.
+// docs/hw-controlpath.md "AE codes"). The data path raises them when a lookup
+// here fails.
 const (
 	AEROCEEmptyMCG          uint16 = 0x0380 // IRDMA_AE_ROCE_EMPTY_MCG
 	AEROCEBadMCIPAddr       uint16 = 0x0381 // IRDMA_AE_ROCE_BAD_MC_IP_ADDR
@@ -164,9 +164,10 @@ func (t *Tables) writeObj(op string, ty hmc.ObjType, idx uint32, b []byte) error
 	return nil
 }
 
-// MACToU64 packs a MAC the way the driver does (ether_addr_to_u64: mac[0]
-// in bits 47:40), the format of MANAGE_ARP qw2 [47:0] and, shifted left by
-// 16, of the AH and QP-context MAC fields (errata I1).
+// MACToU64 packs a MAC the way the driver does (ether_addr_to_u64: mac[0] in
+// bits 47:40), the format of MANAGE_ARP qw2 [47:0] and, shifted left by 16,
+// of the AH and QP-context MAC fields (docs/hw-controlpath.md "MAC and IP
+// byte order").
 func MACToU64(mac [6]byte) uint64 {
 	var v uint64
 	for _, b := range mac {
@@ -193,9 +194,9 @@ const (
 	arpPermanent = 1 << 49
 )
 
-// SetARP adds or replaces ARP cache entry idx (MANAGE_ARP with
-// ENTRYVALID, irdma-controlpath.md §2.2): the MAC of a destination that
-// QP contexts (ARPIDX) and AHs (ARPINDEX) refer to.
+// SetARP adds or replaces ARP cache entry idx (MANAGE_ARP with ENTRYVALID,
+// docs/hw-controlpath.md "ARP, AH and multicast WQEs"): the MAC of a
+// destination that QP contexts (ARPIDX) and AHs (ARPINDEX) refer to.
 func (t *Tables) SetARP(idx uint32, mac [6]byte, permanent bool) error {
 	w := MACToU64(mac) | arpValid
 	if permanent {
@@ -246,11 +247,12 @@ func (t *Tables) ARPEntry(idx uint32) (mac [6]byte, permanent, ok bool) {
 	return MACFromU64(w & arpMACMask), w&arpPermanent != 0, true
 }
 
-// AH is an address handle (CREATE_ADDR_HANDLE, irdma-controlpath.md §2.2,
-// uda.c:irdma_sc_access_ah). IP addresses are four 32-bit words in the
-// driver's order, each a host-order value of the big-endian address word
-// (errata I1: the driver ntohl()s them); an IPv4 address is word 3 — where
-// the WQE carries it (qw4 / qw6 [31:0]) — with words 0..2 zero.
+// AH is an address handle (CREATE_ADDR_HANDLE, docs/hw-controlpath.md "ARP,
+// AH and multicast WQEs", uda.c:irdma_sc_access_ah). IP addresses are four
+// 32-bit words in the driver's order, each a host-order value of the
+// big-endian address word (the driver ntohl()s them, docs/hw-controlpath.md
+// "MAC and IP byte order"); an IPv4 address is word 3 — where the WQE carries
+// it (qw4 / qw6 [31:0]) — with words 0..2 zero.
 type AH struct {
 	PD         uint32    // PDINDEXLO | PDINDEXHI << 16
 	DestIP     [4]uint32 // qw5 [63:32], qw5 [31:0], qw4 [63:32], qw4 [31:0]

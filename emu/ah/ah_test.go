@@ -63,7 +63,7 @@ func wantReason(t *testing.T, what string, err error, r ah.Reason) {
 
 func TestMACPacking(t *testing.T) {
 	mac := [6]byte{0x00, 0x11, 0x22, 0x33, 0x44, 0x55}
-	// ether_addr_to_u64: mac[0] most significant (errata I1).
+	// ether_addr_to_u64: mac[0] most significant.
 	if v := ah.MACToU64(mac); v != 0x0011_2233_4455 {
 		t.Errorf("MACToU64 = %#x", v)
 	}

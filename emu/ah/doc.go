@@ -1,7 +1,8 @@
 // Package ah holds the device's address resolution state: the ARP cache
 // (MANAGE_ARP), the address handles of UD QPs (CREATE/DESTROY_ADDR_HANDLE)
-// and the multicast groups (CREATE/MODIFY/DESTROY_MCAST_GRP)
-// (irdma-controlpath.md §2.2; uda.c; errata I1 and V3).
+// and the multicast groups (CREATE/MODIFY/DESTROY_MCAST_GRP) (uda.c;
+// docs/hw-controlpath.md "ARP, AH and multicast WQEs", "MAC and IP byte
+// order").
 //
 // The destination MAC of a RoCE QP or AH comes only from the ARP cache:
 // QP contexts and AHs carry an ARP index (hw.c:irdma_manage_arp_cache).
@@ -11,9 +12,10 @@
 // layouts are documented beside the encoders and in docs/hmc.md), as the
 // hardware keeps them in HMC memory.
 //
-// IP addresses are kept in the driver's word order: four 32-bit words,
-// each the host-order value of a big-endian address word, IPv4 in word 3
-// (errata I1). AddrToWords and AH.Dest convert to and from netip.Addr.
+// IP addresses are kept in the driver's word order: four 32-bit words, each
+// the host-order value of a big-endian address word, IPv4 in word 3
+// (irdma_copy_ip_ntohl). AddrToWords and AH.Dest convert to and from
+// netip.Addr.
 //
 // Changes are serialised by a mutex. Lookups (ARP, AH, ResolveAH, MG,
 // LookupMG) are on the data path: they take no lock and do not allocate —

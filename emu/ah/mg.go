@@ -64,8 +64,8 @@ func (t *Tables) ReadMGContext(iova hostmem.IOVA) ([MGEntries]MGEntry, error) {
 	return DecodeMGContext(b[:]), nil
 }
 
-// MG is a multicast group (CREATE_MCAST_GRP, irdma-controlpath.md §2.2,
-// uda.c:irdma_access_mcast_grp).
+// MG is a multicast group (CREATE_MCAST_GRP, docs/hw-controlpath.md "ARP, AH
+// and multicast WQEs", uda.c:irdma_access_mcast_grp).
 type MG struct {
 	DestMAC   [6]byte   // qw0 (MACToU64 order)
 	VLANID    uint16    // VLANID qw2 [43:32]

@@ -9,7 +9,8 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/timing"
 )
 
-// CQ shadow area (irdma-datapath.md §5.3; errata W1).
+// CQ shadow area (uk.c irdma_uk_cq_request_notification; docs/hw-datapath.md
+// "CQ shadow area and arming").
 const (
 	ShadowHeadOffset = 0       // qword0: software head
 	ShadowArmOffset  = 32      // qword4: arm word
@@ -29,8 +30,8 @@ var (
 	ErrDestroyed = errors.New("cq: CQ destroyed")
 )
 
-// Config describes a CQ as CREATE_CQ programs it (irdma-controlpath.md
-// §2.2, §4.1).
+// Config describes a CQ as CREATE_CQ programs it (docs/hw-controlpath.md "CQ
+// WQEs", "CQ creation and resize").
 type Config struct {
 	ID   uint32
 	Ring RingMem // Entry 32 (or 64 with AvoidMemCflct), Size = cq_size
@@ -43,8 +44,9 @@ type Config struct {
 	// echoed in CEQEs and in CQ AEQEs.
 	Ctx uint64
 	// CEQEMask is ENCEQEMASK (1 for normal CQs, 0 for the CCQ). Its exact
-	// meaning is undocumented (irdma-controlpath.md §9.3); both kinds are
-	// armed through the shadow area and the model treats them alike.
+	// meaning is undocumented (docs/hw-controlpath.md "What the driver leaves
+	// open"); both kinds are armed through the shadow area and the model
+	// treats them alike.
 	CEQEMask bool
 	// CheckOverflow is CHKOVERFLOW: compare with the shadow head first.
 	CheckOverflow bool
@@ -127,7 +129,7 @@ func (c *CQ) Tail() (idx uint32, valid uint8) {
 
 // Resize switches the CQ to a new ring (MODIFY_CQ with CQRESIZE): every
 // later CQE goes to the new ring from index 0 with valid 1
-// (irdma-controlpath.md §4.2; uk.c irdma_uk_cq_resize).
+// (docs/hw-controlpath.md "CQ creation and resize"; uk.c irdma_uk_cq_resize).
 func (c *CQ) Resize(r RingMem, cfg func(*Config)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -182,7 +184,8 @@ func (c *CQ) post(base, ext [4]uint64, hasExt, solicited bool) error {
 			c.overflows.Add(1)
 			if !c.overflow {
 				c.overflow = true
-				// errata V5: the raw CREATE_CQ qword1 and the CQ id.
+				// The raw CREATE_CQ qword1 and the CQ id
+				// (docs/hw-controlpath.md "AEQE").
 				_ = c.ev.PostAE(AEQE{Ctx: c.cfg.Ctx, ID: c.cfg.ID, Code: AECQOperationError, Source: AESourceCQ})
 			}
 			return ErrOverflow

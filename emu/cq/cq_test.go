@@ -11,7 +11,7 @@ import (
 )
 
 // TestCQEEncode pins the CQE layout to hand-written qwords
-// (irdma-datapath.md §6.2, §6.3).
+// (docs/hw-datapath.md "CQE layout", "CQE extension").
 func TestCQEEncode(t *testing.T) {
 	e := cq.CQE{
 		PayloadLen: 0x100, PSN: 0xabcdef, QPCtx: 0x1122_3344_5566_7788, Qword2Low: 0x99,
@@ -39,7 +39,7 @@ func TestCQEEncode(t *testing.T) {
 	}
 }
 
-// TestAEQEEncode pins the GEN_2 AEQE layout (irdma-controlpath.md §7.3).
+// TestAEQEEncode pins the GEN_2 AEQE layout (docs/hw-controlpath.md "AEQE").
 func TestAEQEEncode(t *testing.T) {
 	a := cq.AEQE{Ctx: 7, ID: 0x4_0001, WQEIdx: 3, Code: 0x203, Source: 2, State: 6}
 	q0, q1 := a.Encode()

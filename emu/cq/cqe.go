@@ -1,6 +1,7 @@
 package cq
 
-// CQE qword 3 fields (irdma-datapath.md §6.2; defs.h IRDMA_CQ_*, IRDMACQ_*).
+// CQE qword 3 fields (docs/hw-datapath.md "CQE layout"; defs.h IRDMA_CQ_*,
+// IRDMACQ_*).
 const (
 	cqeMinorMask     = 0xffff // [15:0] IRDMA_CQ_MINERR
 	cqeMajorShift    = 16     // [31:16] IRDMA_CQ_MAJERR
@@ -27,13 +28,14 @@ const (
 	cqeQword3NoValid = ^validMask
 )
 
-// Error codes a CQE carries (irdma-datapath.md §7.1).
+// Error codes a CQE carries (docs/hw-datapath.md "CQE error codes").
 const (
 	// MajorFlush is IRDMA_FLUSH_MAJOR_ERR: the minor is a flush code.
 	MajorFlush uint16 = 0x0001
 )
 
-// Flush minor codes, enum irdma_flush_opcode (irdma-datapath.md §7.1).
+// Flush minor codes, enum irdma_flush_opcode (docs/hw-datapath.md "Flush
+// codes").
 const (
 	FlushInvalid       uint16 = 0
 	FlushGeneralErr    uint16 = 1
@@ -50,8 +52,8 @@ const (
 )
 
 // CQE is one completion, every field of the GEN_2 32-byte CQE and its
-// extension (irdma-datapath.md §6.2, §6.3). The valid bit is not a field:
-// the CQ writes it at its polarity.
+// extension (docs/hw-datapath.md "CQE layout", "CQE extension"). The valid
+// bit is not a field: the CQ writes it at its polarity.
 type CQE struct {
 	PayloadLen uint32 // qword0 [31:0] IRDMACQ_PAYLDLEN
 	PSN        uint32 // qword0 [63:32] IRDMACQ_TCPSQN_ROCEPSN_RTT_TS

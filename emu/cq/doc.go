@@ -2,10 +2,12 @@
 // and their CQE writer, the completion event queues (CEQs) and the
 // asynchronous event queue (AEQ).
 //
-// Layouts are GEN_2 (E810) as described in irdma-datapath.md §5.3 and §6
-// (CQ shadow area, 32-byte CQEs with the extension in the next ring slot)
-// and irdma-controlpath.md §7 (CEQE, AEQE, AE codes), with the errata
-// (W1: arm bits, V5: raw CQ context in CQ AEQEs).
+// Layouts are GEN_2 (E810): the CQ shadow area and 32-byte CQEs with the
+// extension in the next ring slot as uk.c reads them (docs/hw-datapath.md "CQ
+// shadow area and arming", "CQ ring and valid bit", "CQE layout", "CQE
+// extension"), and the CEQE, AEQE and AE codes as ctrl.c and hw.c read them
+// (docs/hw-controlpath.md "CEQE", "AEQE", "AE codes"; the arm bits and the
+// raw CQ context of CQ AEQEs are the subtle points).
 //
 // # Writing a CQE
 //
@@ -20,7 +22,7 @@
 // from shadow qword 0 [19:0] (IRDMA_CQ_DBSA_CQEIDX); a CQE that would fill
 // the ring (at most size−1 entries in use) is not written and AE
 // CQ_OPERATION_ERROR (0x0203) is posted with the CQ's raw context and id
-// (errata V5), once per overflow episode.
+// (docs/hw-controlpath.md "AEQE"), once per overflow episode.
 //
 // After writing, the CQ reads its arm word, shadow qword 4: ARM_NEXT b14
 // (notify on any completion), ARM_NEXT_SE b15 (set on every arm; alone it

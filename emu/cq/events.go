@@ -9,13 +9,13 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/timing"
 )
 
-// Entry sizes (irdma-controlpath.md §7.1).
+// Entry sizes (docs/hw-controlpath.md "Event queues").
 const (
 	CEQESize = 8  // IRDMA_CEQE_SIZE
 	AEQESize = 16 // IRDMA_AEQE_SIZE
 )
 
-// AE codes the device model raises (irdma-controlpath.md §7.4, user.h).
+// AE codes the device model raises (docs/hw-controlpath.md "AE codes", user.h).
 // The data plane adds the memory and transport codes as it needs them.
 const (
 	AECQOperationError   uint16 = 0x0203 // IRDMA_AE_CQ_OPERATION_ERROR
@@ -37,7 +37,8 @@ const (
 	AESourceOutRR uint8 = 0xd
 )
 
-// AEQE qword1 fields, GEN_1/2 (irdma-controlpath.md §7.3; defs.h IRDMA_AEQE_*).
+// AEQE qword1 fields, GEN_1/2 (docs/hw-controlpath.md "AEQE"; defs.h
+// IRDMA_AEQE_*).
 const (
 	aeqeIDLowMask    = 0x3ffff // [17:0] QPCQID low
 	aeqeWQEIdxShift  = 18      // [32:18]
@@ -107,7 +108,7 @@ type Notifier interface {
 // Errors of the event queues.
 var (
 	// ErrNoCEQ: the CQ's CEQ does not exist (the CCQ is created before
-	// CEQ 0, irdma-controlpath.md §1.5); no CEQE is written.
+	// CEQ 0, docs/hw-controlpath.md "CCQ"); no CEQE is written.
 	ErrNoCEQ = errors.New("cq: CEQ does not exist")
 	// ErrNoAEQ: no AEQ exists; the AE is dropped and counted.
 	ErrNoAEQ = errors.New("cq: AEQ does not exist")
@@ -126,7 +127,7 @@ type EventStats struct {
 
 // CEQ is a completion event queue: 8-byte entries, VALID b63 at the
 // queue's polarity (starting at 1), CQ context in [62:0]
-// (irdma-controlpath.md §7.2).
+// (docs/hw-controlpath.md "CEQE").
 type CEQ struct {
 	ID  uint32
 	mu  sync.Mutex

@@ -6,9 +6,10 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
 )
 
-// PageSize is the page size of virtually mapped rings: QP, CQ, CEQ and
-// AEQ rings use level-1 PBLEs whose entries are 4 KiB page addresses
-// (irdma-controlpath.md §5.4: "QP/CQ/AEQ/CEQ virtual maps use level 1 only").
+// PageSize is the page size of virtually mapped rings: QP, CQ, CEQ and AEQ
+// rings use level-1 PBLEs whose entries are 4 KiB page addresses (verbs.c
+// irdma_handle_q_mem, hw.c irdma_create_virt_aeq; docs/hw-controlpath.md
+// "PBLEs").
 const PageSize = 4096
 
 // RingMem locates the entries of a ring in host memory: either one

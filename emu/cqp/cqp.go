@@ -15,7 +15,8 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/timing"
 )
 
-// CQP host context fields (irdma-controlpath.md §1.3; defs.h IRDMA_CQPHC_*).
+// CQP host context fields (docs/hw-controlpath.md "CQP host context"; defs.h
+// IRDMA_CQPHC_*).
 const (
 	HostCtxSize = 64 // IRDMA_CQP_CTX_SIZE × 8
 
@@ -29,14 +30,15 @@ const (
 )
 
 // Protocols of the CQP host context's PROTOCOL_USED (irdma.h
-// IRDMA_*_PROTOCOL_ONLY; irdma-controlpath.md §1.3).
+// IRDMA_*_PROTOCOL_ONLY; docs/hw-controlpath.md "CQP host context").
 const (
 	ProtocolAny   = 0
 	ProtocolIWARP = 1
 	ProtocolRoCE  = 2
 )
 
-// CCQE qword3 fields (irdma-controlpath.md §1.4).
+// CCQE qword3 fields (ctrl.c irdma_sc_ccq_get_cqe_info;
+// docs/hw-controlpath.md "CQP completion").
 const (
 	ccqeWQEIdxShift = 32 // [46:32]
 	ccqeWQEIdxMask  = 0x7fff

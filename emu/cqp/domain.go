@@ -9,7 +9,7 @@ import "github.com/irdma-emu/irdma-emu/emu/hostmem"
 // adapts the concrete packages to them.
 
 // ObjType is an HMC object type, hmc.h enum irdma_hmc_rsrc_type
-// (irdma-controlpath.md §6.1).
+// (docs/hw-controlpath.md "HMC object types").
 type ObjType uint8
 
 const (
@@ -39,7 +39,7 @@ const (
 // HMC is the host memory cache: the FPM values and the SD/PD backing.
 type HMC interface {
 	// EncodeQuery fills a QUERY_FPM_VAL buffer and returns the bytes
-	// written (GEN_2: 176, errata V1).
+	// written (GEN_2: 176, docs/hw-controlpath.md "FPM WQEs").
 	EncodeQuery(buf []byte) int
 	// Commit parses the COMMIT_FPM_VAL buffer the driver wrote, assigns
 	// the bases and writes base/count back into buf.
@@ -60,7 +60,7 @@ type HMC interface {
 }
 
 // STagAlloc is a decoded ALLOC_STAG (MR or MW variant,
-// irdma-controlpath.md §2.2).
+// docs/hw-controlpath.md "STag WQEs").
 type STagAlloc struct {
 	Index       uint32 // STAG_IDX q2[31:8]: stag >> 8, driver key bits included
 	PD          uint32 // PDID q1 (profile field) | PDID_HI q2[59:54] << 18
@@ -78,7 +78,7 @@ type STagAlloc struct {
 	UsePFRID    bool   // hdr b61 (REMOTE_ATOMIC_EN on GEN_3)
 }
 
-// MRReg is a decoded REG_MR (irdma-controlpath.md §2.2).
+// MRReg is a decoded REG_MR (docs/hw-controlpath.md "STag WQEs").
 type MRReg struct {
 	Index       uint32 // STAG_IDX q2[31:8]
 	Key         uint8  // KEY q2[7:0]
@@ -108,14 +108,14 @@ type MRTable interface {
 type AH struct {
 	Index      uint32  // AVIDX hdr [23:0]
 	PD         uint32  // PDINDEXLO q1[63:48] | PDINDEXHI q2[27:20] << 16
-	SrcMAC     [6]byte // q0 [63:16], mac[0] most significant (errata I1)
+	SrcMAC     [6]byte // q0 [63:16], mac[0] most significant (ether_addr_to_u64)
 	VLANTag    uint16  // q1 [15:0]
 	TC         uint8   // q1 [39:32]
 	FlowLabel  uint32  // q2 [19:0]
 	HopLimit   uint8   // q2 [39:32]
 	ARPIndex   uint16  // q2 [63:48]
 	DestIP     [4]uint32
-	SrcIP      [4]uint32 // host-order words; IPv4 in word 3 (errata I1)
+	SrcIP      [4]uint32 // host-order words; IPv4 in word 3 (irdma_copy_ip_ntohl)
 	IPv4       bool      // hdr b59
 	InsertVLAN bool      // hdr b60
 	DoLoopback bool      // hdr b62

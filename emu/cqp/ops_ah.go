@@ -34,8 +34,9 @@ func (c *CQP) manageARP(w *WQE) (result, *Error) {
 	return result{}, nil
 }
 
-// CREATE/DESTROY_ADDR_HANDLE fields (uda.c:irdma_sc_access_ah, uda_d.h;
-// errata V3: the wide masks).
+// CREATE/DESTROY_ADDR_HANDLE fields (uda.c:irdma_sc_access_ah, uda_d.h; the
+// wide masks of newer kernels, docs/hw-controlpath.md "ARP, AH and multicast
+// WQEs").
 const (
 	ahIdxMask       = 0xffffff // hdr [23:0] AVIDX
 	ahIPv4Bit       = 59

@@ -8,8 +8,8 @@ import (
 )
 
 // CREATE/MODIFY/DESTROY_CQ fields (ctrl.c:irdma_sc_cq_create / _modify /
-// _destroy; defs.h IRDMA_CQPSQ_CQ_*; irdma-controlpath.md §2.2). CQID and
-// CEQID come from the profile's per-device fields.
+// _destroy; defs.h IRDMA_CQPSQ_CQ_*; docs/hw-controlpath.md "CQ WQEs"). CQID
+// and CEQID come from the profile's per-device fields.
 const (
 	cqSizeMask         = 0x1fffff          // qw0 [20:0] IRDMA_CQPSQ_CQ_CQSIZE
 	cqCtxMask          = uint64(1)<<63 - 1 // qw1 [62:0] IRDMA_CQPSQ_CQ_CQCTX
@@ -145,7 +145,7 @@ func (c *CQP) modifyCQ(w *WQE) (result, *Error) {
 		return result{}, err
 	}
 	// After this completes every CQE goes to the new ring from index 0 with
-	// valid 1 (irdma-controlpath.md §4.2).
+	// valid 1 (docs/hw-controlpath.md "CQ creation and resize").
 	q.Resize(r, func(cfg *cq.Config) {
 		set(cfg)
 		cfg.Virtual = bit(h, cqVirtMapBit)
@@ -175,7 +175,7 @@ func (c *CQP) destroyCQ(w *WQE) (result, *Error) {
 }
 
 // CREATE/DESTROY_CEQ and _AEQ fields (ctrl.c:irdma_sc_ceq_create,
-// irdma_sc_aeq_create; irdma-controlpath.md §2.2).
+// irdma_sc_aeq_create; docs/hw-controlpath.md "Event queue WQEs").
 const (
 	ceqIDMask      = 0x3ff    // hdr [9:0]
 	ceqCountMask   = 0x3fffff // qw2 [21:0]

@@ -6,8 +6,9 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
 )
 
-// FPM buffer sizes (errata V1): GEN_2 writes the first 176 bytes of the
-// query buffer; COMMIT_FPM_VAL carries BUFSIZE 176, 192 or 208.
+// FPM buffer sizes (docs/hw-controlpath.md "FPM WQEs"): GEN_2 writes the
+// first 176 bytes of the query buffer; COMMIT_FPM_VAL carries BUFSIZE 176,
+// 192 or 208.
 const (
 	QueryFPMBufSize     = 176
 	MinCommitFPMBufSize = 176
@@ -47,7 +48,8 @@ func (c *CQP) commitFPM(w *WQE) (result, *Error) {
 	return result{bytes: 2 * n}, nil
 }
 
-// UPDATE_PE_SDS fields (ctrl.c:cqp_sds_wqe_fill; irdma-controlpath.md §6.5).
+// UPDATE_PE_SDS fields (ctrl.c:cqp_sds_wqe_fill; docs/hw-controlpath.md
+// "UPDATE_PE_SDS").
 const (
 	sdsCmdMask        = 0xffffffff // SDCMD [31:0]
 	sdsEntryValidBit  = 63

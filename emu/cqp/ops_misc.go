@@ -36,15 +36,16 @@ func (e *extState) init() {
 const (
 	pushFreeBit = 62
 	// InvalidPushPageIndex is IRDMA_INVALID_PUSH_PAGE_INDEX: the OP_RETVAL
-	// with which the device declines a push page (errata W2).
+	// with which the device declines a push page (docs/hw-controlpath.md
+	// "Push pages").
 	InvalidPushPageIndex = 0xffffffff
 )
 
 // managePushPages declines every push page: the allocation completes
-// successfully with OP_RETVAL 0xFFFFFFFF, which irdma_alloc_push_page
-// reads as "no push page" on every kernel version (errata W2; the 256
-// threshold is not safe). Push mode is optional; the WQE pages it would
-// map are not modelled. A free of a page never given succeeds.
+// successfully with OP_RETVAL 0xFFFFFFFF, which irdma_alloc_push_page reads
+// as "no push page" on every kernel version (the 256 threshold is not safe:
+// docs/hw-controlpath.md "Push pages"). Push mode is optional; the WQE pages
+// it would map are not modelled. A free of a page never given succeeds.
 func (c *CQP) managePushPages(w *WQE) (result, *Error) {
 	if bit(w.Hdr(), pushFreeBit) {
 		return result{}, nil
@@ -171,7 +172,7 @@ const (
 
 // workSchedNode keeps the scheduler tree the driver builds. Node ids are
 // the driver's; an added leaf gets a QS handle from the device, returned
-// in OP_RETVAL (ws.c:irdma_ws_cqp_cmd takes qs_handle from op_ret_val).
+// in OP_RETVAL (utils.c:irdma_ws_cqp_cmd takes qs_handle from op_ret_val).
 func (c *CQP) workSchedNode(w *WQE) (result, *Error) {
 	h := w.Hdr()
 	id := uint16(h & wsNodeIDMask)

@@ -2,7 +2,7 @@ package cqp
 
 // ALLOC_STAG / REG_MR / DEALLOC_STAG fields (ctrl.c:irdma_sc_alloc_stag,
 // irdma_sc_mw_alloc, irdma_sc_mr_reg_non_shared, irdma_sc_dealloc_stag;
-// defs.h IRDMA_CQPSQ_STAG_*; irdma-controlpath.md §2.2). PDID's qword1
+// defs.h IRDMA_CQPSQ_STAG_*; docs/hw-controlpath.md "STag WQEs"). PDID's qword1
 // position is the profile's per-device field.
 const (
 	stagLenMask        = uint64(1)<<46 - 1 // q1 [45:0] STAGLEN

@@ -6,8 +6,8 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/qp"
 )
 
-// CREATE/MODIFY/DESTROY_QP header fields (ctrl.c:irdma_sc_qp_create /
-// _modify / _destroy; defs.h IRDMA_CQPSQ_QP_*; irdma-controlpath.md §2.2).
+// CREATE/MODIFY/DESTROY_QP header fields (ctrl.c:irdma_sc_qp_create / _modify
+// / _destroy; defs.h IRDMA_CQPSQ_QP_*; docs/hw-controlpath.md "QP WQEs").
 const (
 	qpIDMask           = 0xffffff // raw qp_id, IRDMA_CQPSQ_QP_QPID_M [23:0]
 	qpOrdValidBit      = 42
@@ -180,7 +180,7 @@ func (c *CQP) modifyQP(w *WQE) (result, *Error) {
 	q.Modify(raw, hostmem.IOVA(w.W[2]), next, send, recv)
 	if next == qp.StateClosing {
 		// SQD: the driver waits for QP_SUSPEND_COMPLETE
-		// (irdma-controlpath.md §3.3).
+		// (docs/hw-controlpath.md "MODIFY_QP transitions").
 		c.after = append(c.after, func() { c.suspendAE(q) })
 	}
 	return result{bytes: qp.ContextSize * 2}, nil
@@ -223,7 +223,7 @@ func (c *CQP) suspendResumeQP(w *WQE) (result, *Error) {
 	if w.Opcode() == OpSuspendQP {
 		q.SetSuspended(true)
 		// The suspend completion is followed by QP_SUSPEND_COMPLETE
-		// (ctrl.c:irdma_sc_suspend_qp; irdma-controlpath.md §2.2).
+		// (ctrl.c:irdma_sc_suspend_qp; docs/hw-controlpath.md "Other WQEs").
 		c.after = append(c.after, func() { c.suspendAE(q) })
 	} else {
 		q.SetSuspended(false)

@@ -35,8 +35,8 @@ const (
 	MajorCntxtCache uint16 = 0xf001
 )
 
-// Minor codes the driver knows (irdma-controlpath.md §1.4; main.h;
-// utils.c:irdma_noncrit_err_list).
+// Minor codes the driver knows (docs/hw-controlpath.md "CQP error codes";
+// main.h; utils.c:irdma_noncrit_err_list).
 const (
 	// MinorSQFlushed / MinorRQFlushed: FLUSH_WQES success minors
 	// (IRDMA_CQP_COMPL_SQ_WQE_FLUSHED / _RQ_WQE_FLUSHED).

@@ -5,7 +5,8 @@ import "encoding/binary"
 // WQESize is the size of a CQP WQE (IRDMA_CQP_WQE_SIZE = 8 qwords).
 const WQESize = 64
 
-// CQP opcodes, header q3[37:32] (defs.h IRDMA_CQP_OP_*; irdma-controlpath.md §2.1).
+// CQP opcodes, header q3[37:32] (defs.h IRDMA_CQP_OP_*;
+// docs/hw-controlpath.md "CQP opcodes").
 const (
 	OpCreateQP           uint8 = 0x00
 	OpModifyQP           uint8 = 0x01
@@ -91,8 +92,8 @@ func field(v uint64, hi, lo uint) uint64 {
 // bit reports bit n of v.
 func bit(v uint64, n uint) bool { return v>>n&1 == 1 }
 
-// macFromU64 unpacks a MAC stored with mac[0] in bits [47:40] (errata I1,
-// ether_addr_to_u64).
+// macFromU64 unpacks a MAC stored with mac[0] in bits [47:40]
+// (ether_addr_to_u64; docs/hw-controlpath.md "MAC and IP byte order").
 func macFromU64(v uint64) [6]byte {
 	var m [6]byte
 	for i := range m {

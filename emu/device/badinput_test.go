@@ -15,8 +15,9 @@ import (
 const unmapped = 0x1000
 
 // TestBadInput feeds WQEs the device must refuse and checks the defined
-// reaction — the major/minor codes in the CCQE, CQP_OP_ERR and CQPERRCODES
-// — and that the next good WQE succeeds with CQP_OP_ERR clear (errata I5).
+// reaction — the major/minor codes in the CCQE, CQP_OP_ERR and CQPERRCODES —
+// and that the next good WQE succeeds with CQP_OP_ERR clear
+// (docs/hw-controlpath.md "CQP completion").
 func TestBadInput(t *testing.T) {
 	mr, ah := newFakes()
 	e := devtest.Bringup(t, devtest.Options{Config: device.Config{MR: mr, AH: ah}})

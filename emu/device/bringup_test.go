@@ -30,15 +30,17 @@ func TestBringup(t *testing.T) {
 		}
 	}
 
-	// QUERY_FPM_VAL: a GEN_2 device writes 176 bytes and no more (errata V1).
+	// QUERY_FPM_VAL: a GEN_2 device writes 176 bytes and no more
+	// (docs/hw-controlpath.md "FPM WQEs").
 	if got := e.Query[176:200]; string(got) != string(make([]byte, 24)) {
 		t.Errorf("QUERY_FPM_VAL wrote beyond byte 176: % x", got)
 	}
 	if qpmax := binary.LittleEndian.Uint64(e.Query[8:]) & 0xffffffff; qpmax < 64 {
 		t.Errorf("QP max %d below the committed 64", qpmax)
 	}
-	// COMMIT_FPM_VAL write-back: count in the low bits, base/512 above;
-	// the APBVT slot (+40) gets a base too (errata I4).
+	// COMMIT_FPM_VAL write-back: count in the low bits, base/512 above; the
+	// APBVT slot (+40) gets a base too (docs/hw-controlpath.md
+	// "COMMIT_FPM_VAL buffer").
 	for off, n := range devtest.Counts {
 		q := binary.LittleEndian.Uint64(e.Commit[off:])
 		if q&0xfffff != n {

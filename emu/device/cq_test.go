@@ -75,7 +75,7 @@ func TestCQOverflowResizeArm(t *testing.T) {
 		return q.Post(&ce)
 	}
 	// A 4-entry ring holds 3 CQEs; the 4th overflows → AE 0x0203 with the
-	// raw CQ context and the CQ id (errata V5).
+	// raw CQ context and the CQ id (docs/hw-controlpath.md "AEQE").
 	for i := range 3 {
 		if err := post(); err != nil {
 			t.Fatalf("CQE %d: %v", i, err)

@@ -113,7 +113,8 @@ func TestSTagAndAHOps(t *testing.T) {
 // TestMiscOps covers the bookkeeping opcodes.
 func TestMiscOps(t *testing.T) {
 	e := devtest.Bringup(t, devtest.Options{})
-	// MANAGE_PUSH_PAGES: declined with OP_RETVAL 0xFFFFFFFF (errata W2).
+	// MANAGE_PUSH_PAGES: declined with OP_RETVAL 0xFFFFFFFF
+	// (docs/hw-controlpath.md "Push pages").
 	c := e.MustOK(e.Exec([8]uint64{2: 1, 3: 0x11 << 32}), "MANAGE_PUSH_PAGES")
 	if c.RetVal != 0xffffffff {
 		t.Errorf("push page retval %#x", c.RetVal)

@@ -11,7 +11,7 @@ import (
 )
 
 // qpCtx builds a GEN_2 RoCE RC host context by hand from
-// irdma-controlpath.md §3.2, one qword per line.
+// docs/hw-controlpath.md "QP host context", one qword per line.
 func qpCtx(sq, rq hostmem.IOVA, destQP, epsn uint32) []byte {
 	ctx := make([]byte, 256)
 	put := func(off int, v uint64) { binary.LittleEndian.PutUint64(ctx[off:], v) }

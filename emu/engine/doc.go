@@ -31,14 +31,13 @@
 // # Doorbells and the rescan
 //
 // A WQEALLOC write (its QP id in [19:0]) marks the QP ready. Doorbells are
-// hints: stores of one value coalesce, and the kernel suppresses them
-// while it believes the device busy (irdma-datapath.md §5.1). So a worker
-// with nothing ready rescans its active QPs — those with recent work —
-// for a posted WQE by valid bit, and polls the pluggable DoorbellSources
-// (the user doorbell pages of a later issue), backing off from spinning
-// to sleeping up to ScanConfig.MaxBackoff; a QP idle for Linger leaves the
-// set. With no active QP and no polled source a worker sleeps until
-// kicked.
+// hints: stores of one value coalesce, and the kernel suppresses them while
+// it believes the device busy (docs/hw-datapath.md "Doorbells"). So a worker
+// with nothing ready rescans its active QPs — those with recent work — for a
+// posted WQE by valid bit, and polls the pluggable DoorbellSources (the user
+// doorbell pages of a later issue), backing off from spinning to sleeping up
+// to ScanConfig.MaxBackoff; a QP idle for Linger leaves the set. With no
+// active QP and no polled source a worker sleeps until kicked.
 //
 // # Control and data
 //

@@ -144,7 +144,7 @@ func TestCloseNoLeak(t *testing.T) {
 
 // TestDoorbellAndScan: a WQEALLOC write wakes the QP; a WQE posted with
 // no doorbell is found by the valid-bit rescan of the active QP (the
-// kernel suppresses doorbells, irdma-datapath.md §5.1).
+// kernel suppresses doorbells, docs/hw-datapath.md "Doorbells").
 func TestDoorbellAndScan(t *testing.T) {
 	clk := timing.NewManual()
 	n := newNode(t, clk, Config{Stepped: true}, ipA, ipB, macB, nil)

@@ -69,7 +69,8 @@ func (p *port) drop(pk *link.Packet, r qp.DropReason) {
 }
 
 // receive is the gate, in rxe's order (rxe_recv.c rxe_rcv and hdr_check,
-// roce-rxe.md §2.1): parse, ICRC, destination GID, QPN, transport.
+// docs/roce.md "rxe receive checks"): parse, ICRC, destination GID, QPN,
+// transport.
 func (p *port) receive(pk *link.Packet) {
 	e := p.e
 	f := &p.f

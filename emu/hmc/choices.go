@@ -15,8 +15,8 @@ type ObjectQuery struct {
 }
 
 // QueryValues is everything QUERY_FPM_VAL reports. The object sizes are
-// firmware data that the driver cannot know (irdma-controlpath.md §9 item
-// 2); these are the emulator's choices, explained one by one in
+// firmware data that the driver cannot know (docs/hw-controlpath.md "HMC
+// object types"); these are the emulator's choices, explained one by one in
 // docs/hmc.md.
 type QueryValues struct {
 	FirstPESDIndex uint16 // +0 FIRST_PE_SD_INDEX [13:0]
@@ -64,11 +64,12 @@ const (
 	apbvtSize    = 8192
 )
 
-// GEN2Query returns the QUERY_FPM_VAL values the emulated E810 reports.
-// The counts that depend on the QP count follow the driver's count
-// selection (irdma-controlpath.md §6.4, ctrl.c:irdma_cfg_fpm_val), so that
-// every count the driver derives from GEN2QPMax QPs is within the maximum:
-// Q1 from the profile's IRD, HTE from QP + FSIMC, XF/RRF/TIMER/HDR from QP.
+// GEN2Query returns the QUERY_FPM_VAL values the emulated E810 reports. The
+// counts that depend on the QP count follow the driver's count selection
+// (docs/hw-controlpath.md "FPM count selection", ctrl.c:irdma_cfg_fpm_val),
+// so that every count the driver derives from GEN2QPMax QPs is within the
+// maximum: Q1 from the profile's IRD, HTE from QP + FSIMC, XF/RRF/TIMER/HDR
+// from QP.
 func GEN2Query(p profile.Profile) QueryValues {
 	qp := uint32(GEN2QPMax)
 	ird := p.Limits.MaxIRD
@@ -76,7 +77,7 @@ func GEN2Query(p profile.Profile) QueryValues {
 		ird = 1
 	}
 	q := QueryValues{
-		FirstPESDIndex: 0, // a PF: ambiguity 14 of irdma-controlpath.md §9
+		FirstPESDIndex: 0, // a PF (docs/hmc.md)
 		MaxPESDs:       GEN2MaxPESDs,
 		MaxCEQs:        min(gen2MaxCEQs, p.Limits.MaxCEQs, 1023),
 		HTMultiplier:   gen2HTMultiplier,

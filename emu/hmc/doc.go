@@ -1,8 +1,9 @@
-// Package hmc is the device's host memory cache (HMC): the object counts
-// and sizes it reports in QUERY_FPM_VAL, the flat FPM address space it lays
-// out on COMMIT_FPM_VAL, and the segment-descriptor / page-descriptor
-// tables (UPDATE_PE_SDS, PFHMC_PDINV) through which every object resolves
-// to host memory (irdma-controlpath.md §6; errata V1, I4).
+// Package hmc is the device's host memory cache (HMC): the object counts and
+// sizes it reports in QUERY_FPM_VAL, the flat FPM address space it lays out
+// on COMMIT_FPM_VAL, and the segment-descriptor / page-descriptor tables
+// (UPDATE_PE_SDS, PFHMC_PDINV) through which every object resolves to host
+// memory (docs/hw-controlpath.md "QUERY_FPM_VAL buffer", "COMMIT_FPM_VAL
+// buffer", "SD and PD backing"; our choices in docs/hmc.md).
 //
 // # FPM choices
 //

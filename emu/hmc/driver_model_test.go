@@ -10,14 +10,15 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/profile"
 )
 
-// This file is a model of the driver side of HMC bring-up, written from
-// the rules in irdma-controlpath.md §6.2–§6.4 and the behaviour of
-// ctrl.c:irdma_sc_parse_fpm_query_buf, irdma_cfg_fpm_val, irdma_est_sd,
-// irdma_q1_cnt, cfg_fpm_value_gen_2, irdma_sc_cfg_iw_fpm,
-// irdma_sc_parse_fpm_commit_buf and hmc.c:irdma_sc_create_hmc_obj (GEN_2,
-// RoCE only, PF). It parses our QUERY_FPM_VAL bytes, selects counts as the
-// driver does, commits them through HMC.Commit, parses the write-back and
-// checks that every object fits the SD table the driver would allocate.
+// This file is a model of the driver side of HMC bring-up, written from the
+// rules in docs/hw-controlpath.md ("QUERY_FPM_VAL buffer" to "FPM count
+// selection") and the behaviour of ctrl.c:irdma_sc_parse_fpm_query_buf,
+// irdma_cfg_fpm_val, irdma_est_sd, irdma_q1_cnt, cfg_fpm_value_gen_2,
+// irdma_sc_cfg_iw_fpm, irdma_sc_parse_fpm_commit_buf and
+// hmc.c:irdma_sc_create_hmc_obj (GEN_2, RoCE only, PF). It parses our
+// QUERY_FPM_VAL bytes, selects counts as the driver does, commits them
+// through HMC.Commit, parses the write-back and checks that every object fits
+// the SD table the driver would allocate.
 
 type drvObj struct {
 	max, cnt   uint32

@@ -41,8 +41,8 @@ func newHMC(t *testing.T) (*hostmem.Memory, *hmc.HMC) {
 }
 
 // TestEncodeQuery pins the QUERY_FPM_VAL buffer byte for byte. The expected
-// bytes are written from the irdma-controlpath.md §6.2 table and the
-// choices in docs/hmc.md, one little-endian qword per line.
+// bytes are written from the docs/hw-controlpath.md "QUERY_FPM_VAL buffer"
+// table and the choices in docs/hmc.md, one little-endian qword per line.
 func TestEncodeQuery(t *testing.T) {
 	want := unhex(t, `
 		00000000 40000000 | +0   FIRST_PE_SD_INDEX 0, MAX_PE_SDS 64 [44:32]
@@ -79,7 +79,8 @@ func TestEncodeQuery(t *testing.T) {
 		if diff := cmp.Diff(want, buf[:176]); diff != "" {
 			t.Errorf("query buffer (-want +got):\n%s", diff)
 		}
-		// errata V1: a GEN_2 device writes nothing past 175.
+		// A GEN_2 device writes nothing past 175 (docs/hw-controlpath.md "FPM
+		// WQEs").
 		if !bytes.Equal(buf[176:], bytes.Repeat([]byte{0xff}, size-176)) {
 			t.Errorf("EncodeQuery(%d bytes) wrote past byte 175: % x", size, buf[176:])
 		}
@@ -93,9 +94,9 @@ func TestEncodeQuery(t *testing.T) {
 	}
 }
 
-// TestCommitRoundTrip commits hmctest's default counts and pins the bytes
-// the device writes back (irdma-controlpath.md §6.3: base/512 in [63:32],
-// count in the low bits; APBVT at +40 with count 1, errata I4).
+// TestCommitRoundTrip commits hmctest's default counts and pins the bytes the
+// device writes back (docs/hw-controlpath.md "COMMIT_FPM_VAL buffer":
+// base/512 in [63:32], count in the low bits; APBVT at +40 with count 1).
 func TestCommitRoundTrip(t *testing.T) {
 	in := unhex(t, `
 		40000000 00000000 | +0   QP 64
@@ -146,7 +147,7 @@ func TestCommitRoundTrip(t *testing.T) {
 		00000000 00000000 | +152
 		00000000 00000000 | +160
 		00000000 00000000 | +168`)
-	for _, size := range []int{176, 192, 208} { // errata V1 BUFSIZE values
+	for _, size := range []int{176, 192, 208} { // the kernels' BUFSIZE values (user.h)
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			_, h := newHMC(t)
 			buf := append(append([]byte{}, in...), bytes.Repeat([]byte{0xee}, size-176)...)

@@ -9,7 +9,8 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/profile"
 )
 
-// Geometry of the FPM space (hmc.h; irdma-controlpath.md §6.5).
+// Geometry of the FPM space (hmc.h; docs/hw-controlpath.md "SD and PD
+// backing").
 const (
 	// DirectBPSize is the size of one SD: a direct backing page
 	// (IRDMA_HMC_DIRECT_BP_SIZE).
@@ -24,7 +25,7 @@ const (
 	MaxSDs = 4096
 
 	// FPMBufMinSize is the part of the QUERY/COMMIT_FPM_VAL buffer a GEN_2
-	// device writes (errata V1).
+	// device writes (docs/hw-controlpath.md "FPM WQEs").
 	FPMBufMinSize = 176
 	// fpmBaseUnit is the granule of committed bases (base/512 in [63:32]).
 	fpmBaseUnit = 512
@@ -70,10 +71,11 @@ func New(mem *hostmem.Memory, p profile.Profile) *HMC {
 // Query returns the values QUERY_FPM_VAL reports.
 func (h *HMC) Query() QueryValues { return h.q }
 
-// EncodeQuery fills buf with the QUERY_FPM_VAL buffer (irdma-controlpath.md
-// §6.2) and returns the number of bytes written: FPMBufMinSize, or fewer
-// whole qwords if buf is shorter. A GEN_2 device writes only offsets
-// 0..175 (errata V1), so bytes beyond 176 are never touched.
+// EncodeQuery fills buf with the QUERY_FPM_VAL buffer (docs/hw-controlpath.md
+// "QUERY_FPM_VAL buffer") and returns the number of bytes written:
+// FPMBufMinSize, or fewer whole qwords if buf is shorter. A GEN_2 device
+// writes only offsets 0..175 ("FPM WQEs"), so bytes beyond 176 are never
+// touched.
 func (h *HMC) EncodeQuery(buf []byte) int {
 	var img [FPMBufMinSize]byte
 	q := &h.q
@@ -132,13 +134,14 @@ func (h *HMC) objAlign(t ObjType) uint64 {
 }
 
 // Commit executes COMMIT_FPM_VAL on the buffer the driver wrote (counts at
-// the §6.3 offsets): it checks every count against the queried maximum,
-// places the objects at 512-aligned bases in a flat FPM space, and writes
-// base/512 into bits [63:32] and the committed count into the low bits of
-// each entry, in place — including the APBVT slot at +40 with count 1
-// (errata I4). buf must hold at least FPMBufMinSize bytes (the driver's
-// BUFSIZE is 176, 192 or 208, errata V1); bytes beyond 176 are not touched.
-// A successful Commit replaces any earlier layout and invalidates every SD.
+// the docs/hw-controlpath.md "COMMIT_FPM_VAL buffer" offsets): it checks
+// every count against the queried maximum, places the objects at 512-aligned
+// bases in a flat FPM space, and writes base/512 into bits [63:32] and the
+// committed count into the low bits of each entry, in place — including the
+// APBVT slot at +40 with count 1 (irdma_sc_parse_fpm_commit_buf decodes it).
+// buf must hold at least FPMBufMinSize bytes (the driver's BUFSIZE is 176,
+// 192 or 208, "FPM WQEs"); bytes beyond 176 are not touched. A successful
+// Commit replaces any earlier layout and invalidates every SD.
 func (h *HMC) Commit(buf []byte) error {
 	if len(buf) < FPMBufMinSize {
 		return &Error{Op: "Commit", Err: ErrBufSize, Count: uint32(min(len(buf), 1<<31))}
@@ -148,7 +151,7 @@ func (h *HMC) Commit(buf []byte) error {
 		v := binary.LittleEndian.Uint64(buf[commitSlot[t]:])
 		c := uint32(v)
 		if t == APBVT {
-			c = 1 // the driver writes 0 and forces 1 on GEN ≤ 2 (errata I4)
+			c = 1 // written 0, forced to 1 on GEN ≤ 2 (irdma_sc_parse_fpm_commit_buf)
 		}
 		if m := h.q.Objects[t].Max; c > m {
 			return &Error{Op: "Commit", Err: ErrCountOverMax, Type: t, Count: c, Max: m}

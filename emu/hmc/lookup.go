@@ -3,13 +3,13 @@ package hmc
 import "github.com/irdma-emu/irdma-emu/emu/hostmem"
 
 // ObjectIOVA resolves object idx of type t to the bus address of its first
-// byte: FPM address = base + idx·size; SD = FPM / 2 MB; a direct SD adds
-// the offset within its 2 MB page; a paged SD reads PD entry
-// (FPM mod 2 MB) / 4 KB from its PD page in host memory and adds the offset
-// within the 4 KB backing page (irdma-controlpath.md §6.5). The whole
-// object lies in one backing page (objects of up to 4 KB are size-aligned;
-// the 8 KB APBVT entry is resolvable only in a direct SD), so the caller may
-// access Size(t) bytes from the returned address.
+// byte: FPM address = base + idx·size; SD = FPM / 2 MB; a direct SD adds the
+// offset within its 2 MB page; a paged SD reads PD entry (FPM mod 2 MB) / 4
+// KB from its PD page in host memory and adds the offset within the 4 KB
+// backing page (docs/hw-controlpath.md "SD and PD backing"). The whole object
+// lies in one backing page (objects of up to 4 KB are size-aligned; the 8 KB
+// APBVT entry is resolvable only in a direct SD), so the caller may access
+// Size(t) bytes from the returned address.
 //
 // Errors wrap ErrNotCommitted, ErrBadType, ErrIndex, ErrSDInvalid,
 // ErrPDInvalid, ErrSpansPages or ErrFault. It takes no lock and allocates

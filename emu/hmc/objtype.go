@@ -3,14 +3,14 @@ package hmc
 import "fmt"
 
 // ObjType is an HMC object type (hmc.h enum irdma_hmc_rsrc_type;
-// irdma-controlpath.md §6.1). The values are the driver's.
+// docs/hw-controlpath.md "HMC object types"). The values are the driver's.
 type ObjType uint8
 
 // HMC object types.
 const (
 	QP       ObjType = 0  // QP contexts (IRDMA_HMC_IW_QP)
 	CQ       ObjType = 1  // CQ contexts
-	SRQ      ObjType = 2  // SRQ contexts; "reserved" and always 0 on GEN_2 (errata V7)
+	SRQ      ObjType = 2  // SRQ contexts; always 0 on GEN_2 (RESERVED in older hmc.h)
 	HTE      ObjType = 3  // hash table entries
 	ARP      ObjType = 4  // ARP cache
 	APBVT    ObjType = 5  // APBVT entry (IRDMA_HMC_IW_APBVT_ENTRY): not queried, size 8192, count 1
@@ -46,10 +46,10 @@ func (t ObjType) String() string {
 	return fmt.Sprintf("ObjType(%d)", uint8(t))
 }
 
-// Buffer slots. QUERY_FPM_VAL (irdma-controlpath.md §6.2,
-// ctrl.c:irdma_sc_parse_fpm_query_buf) and COMMIT_FPM_VAL (§6.3,
-// ctrl.c:irdma_sc_cfg_iw_fpm / irdma_sc_parse_fpm_commit_buf) put the
-// object types at different byte offsets; -1 means "no slot".
+// Buffer slots. QUERY_FPM_VAL (docs/hw-controlpath.md "QUERY_FPM_VAL buffer",
+// ctrl.c:irdma_sc_parse_fpm_query_buf) and COMMIT_FPM_VAL ("COMMIT_FPM_VAL
+// buffer", ctrl.c:irdma_sc_cfg_iw_fpm / irdma_sc_parse_fpm_commit_buf) put
+// the object types at different byte offsets; -1 means "no slot".
 var (
 	querySlot = [NumObjTypes]int{
 		QP: 8, CQ: 16, SRQ: 24, HTE: 32, ARP: 40, APBVT: -1, MR: 48, XF: 56,

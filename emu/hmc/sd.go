@@ -28,7 +28,7 @@ func (t SDType) String() string {
 	return fmt.Sprintf("SDType(%d)", uint8(t))
 }
 
-// Fields of an UPDATE_PE_SDS entry (irdma-controlpath.md §6.5;
+// Fields of an UPDATE_PE_SDS entry (docs/hw-controlpath.md "UPDATE_PE_SDS";
 // hmc.c:irdma_set_sd_entry / irdma_clr_sd_entry; defs.h IRDMA_PFHMC_*).
 const (
 	sdCmdIndexMask = 0xfff   // PMSDIDX [11:0] (the driver ORs the raw index)

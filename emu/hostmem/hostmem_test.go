@@ -447,7 +447,8 @@ func TestMapIOErrors(t *testing.T) {
 }
 
 // TestMapIOProcMem maps a buffer of this process through /proc/self/mem, as
-// the daemon does with a client's descriptor (app-memory-access.md §5(c)).
+// the daemon does with a client's descriptor (docs/preload.md "Measured:
+// ways to reach a program's memory").
 func TestMapIOProcMem(t *testing.T) {
 	f, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
 	testenv.Check(t, err, "no writable /proc/self/mem", "procfs")

@@ -159,7 +159,8 @@ func (m *Memory) Map(fd int, offset int64, size int, name string) (*Region, erro
 // MapIO maps a region that is reached through r and w instead of a mapping:
 // IOVA()+k is offset base+k of r and w. It is meant for a client's
 // /proc/<pid>/mem descriptor, base being the virtual address of a buffer the
-// program registered with ibv_reg_mr (app-memory-access.md §5(c)). Either r
+// program registered with ibv_reg_mr (docs/preload.md "Measured: ways to
+// reach a program's memory"). Either r
 // or w may be nil (the region is then write-only or read-only; the other
 // access faults with ReasonReadOnly). The Memory does not take ownership:
 // close the file after Unmap; an *os.File tolerates Close during a

@@ -1,19 +1,19 @@
-// Package mr is the device's memory registration: the STag table of MRs
-// and memory windows, and the translation of an (STag, address, length)
-// into host-memory spans that the data path reads and writes
-// (irdma-controlpath.md §5, irdma-datapath.md §3.9 and §7.3).
+// Package mr is the device's memory registration: the STag table of MRs and
+// memory windows, and the translation of an (STag, address, length) into
+// host-memory spans that the data path reads and writes
+// (docs/hw-controlpath.md "STag WQEs" to "PBLEs"; docs/hw-datapath.md "Memory
+// and NOP WQEs", "AE to flush code").
 //
 // # STags
 //
-// An STag is a 24-bit index and an 8-bit key. The driver fills the top
-// bits of the index with a random "driver key" and keeps
-// max(ceil(log2(MR count)), 14) bits for the table index
-// (hw.c:irdma_initialize_hw_rsrc). The device selects the entry with those
-// low bits (IndexBits) and keeps the full 24-bit index and the key in the
-// record, so the whole 32-bit STag must match (ambiguity 9 of
-// irdma-controlpath.md §9): different driver-key bits are reported as a
-// key mismatch, like the 8-bit key. Index 0 is never valid (the driver
-// reserves it).
+// An STag is a 24-bit index and an 8-bit key. The driver fills the top bits
+// of the index with a random "driver key" and keeps max(ceil(log2(MR count)),
+// 14) bits for the table index (hw.c:irdma_initialize_hw_rsrc). The device
+// selects the entry with those low bits (IndexBits) and keeps the full 24-bit
+// index and the key in the record, so the whole 32-bit STag must match
+// (docs/hw-controlpath.md "What the driver leaves open"): different
+// driver-key bits are reported as a key mismatch, like the 8-bit key. Index 0
+// is never valid (the driver reserves it).
 //
 // # Records
 //

@@ -6,10 +6,10 @@ import (
 )
 
 // AE is an asynchronous event code (user.h / defs.h "Async Events codes";
-// irdma-controlpath.md §7.4, irdma-datapath.md §7.3). Errors of the
-// data-path operations carry the code the hardware raises, from which the
-// engine derives the CQE status and the AEQE; the driver maps it to a flush
-// code (hw.c:irdma_set_flush_fields).
+// docs/hw-controlpath.md "AE codes", docs/hw-datapath.md "AE to flush code").
+// Errors of the data-path operations carry the code the hardware raises, from
+// which the engine derives the CQE status and the AEQE; the driver maps it to
+// a flush code (hw.c:irdma_set_flush_fields).
 type AE uint16
 
 // Memory-access AE codes.

@@ -5,16 +5,16 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
 )
 
-// The SQ operations on STags — FAST_REG, LOCAL_INV (and the invalidations
-// of SEND_WITH_INV / READ_WITH_INV), BIND_MW — fail with the AE the
-// hardware raises. Which condition raises which code is defined by the
-// hardware; the mapping below follows the AE names (irdma-datapath.md §7.3
+// The SQ operations on STags — FAST_REG, LOCAL_INV (and the invalidations of
+// SEND_WITH_INV / READ_WITH_INV), BIND_MW — fail with the AE the hardware
+// raises. Which condition raises which code is defined by the hardware; the
+// mapping below follows the AE names (docs/hw-datapath.md "AE to flush code"
 // notes the same reading) and IBA's rules for the operations. The QP-level
-// permissions (FASTREGEN, BINDEN, PRIVEN in the QP context) are the
-// caller's: it raises AEPrivOperationDenied itself.
+// permissions (FASTREGEN, BINDEN, PRIVEN in the QP context) are the caller's:
+// it raises AEPrivOperationDenied itself.
 
-// FastRegArgs are the fields of a FAST_REG SQ WQE (irdma-datapath.md §3.9,
-// ctrl.c:irdma_sc_mr_fast_register).
+// FastRegArgs are the fields of a FAST_REG SQ WQE (docs/hw-datapath.md
+// "Memory and NOP WQEs", ctrl.c:irdma_sc_mr_fast_register).
 type FastRegArgs struct {
 	STagIndex uint32       // STAGINDEX [31:8]
 	Key       uint8        // STAGKEY [7:0]: the new consumer key
@@ -158,8 +158,8 @@ func (t *Table) Invalidate(stag, pd, qp uint32, remote bool) error {
 	return t.store(en, op, AELCEQPCatastrophic, slots, recs)
 }
 
-// BindArgs are the fields of a BIND_MW SQ WQE (irdma-datapath.md §3.9,
-// uk.c:irdma_uk_mw_bind; libirdma's bytes in emu/qp/testdata).
+// BindArgs are the fields of a BIND_MW SQ WQE (docs/hw-datapath.md "Memory
+// and NOP WQEs", uk.c:irdma_uk_mw_bind; libirdma's bytes in emu/qp/testdata).
 type BindArgs struct {
 	MWSTag  uint32 // MWSTAG qword1 [31:0]: the window's index with its new key
 	MRSTag  uint32 // PARENTMRSTAG qword1 [63:32]

@@ -45,13 +45,13 @@ func NewTable(mem *hostmem.Memory, h *hmc.HMC, p profile.Profile) *Table {
 	return t
 }
 
-// IndexBits returns how many low bits of the 24-bit STag index select the
-// MR object for a table of count entries: the driver keeps
+// IndexBits returns how many low bits of the 24-bit STag index select the MR
+// object for a table of count entries: the driver keeps
 // max(ceil(log2(count)), 14) index bits and fills the rest with a random
 // driver key (hw.c:irdma_initialize_hw_rsrc mrdrvbits, verbs.c:
-// irdma_create_stag; irdma-controlpath.md §5.1). The device masks the index
-// to those bits and keeps the full 24 bits to match the whole STag
-// (ambiguity 9).
+// irdma_create_stag; docs/hw-controlpath.md "STags"). The device masks the
+// index to those bits and keeps the full 24 bits to match the whole STag
+// ("What the driver leaves open").
 func IndexBits(count uint32) uint {
 	b := uint(14)
 	if count > 1 {
@@ -166,7 +166,7 @@ func (t *Table) store(en *entries, op string, ae AE, slots []uint32, recs []*Rec
 	return nil
 }
 
-// AllocArgs are the fields of ALLOC_STAG (irdma-controlpath.md §2.2):
+// AllocArgs are the fields of ALLOC_STAG (docs/hw-controlpath.md "STag WQEs"):
 // the MR variant allocates a fast-register MR in the invalid state
 // (verbs.c:irdma_alloc_mr), the MW variant a memory window
 // (verbs.c:irdma_alloc_mw).
@@ -253,7 +253,7 @@ func (t *Table) freeSlot(op string, stagIndex uint32) (*entries, uint32, error) 
 	return en, i, nil
 }
 
-// RegArgs are the fields of REG_MR (irdma-controlpath.md §2.2,
+// RegArgs are the fields of REG_MR (docs/hw-controlpath.md "STag WQEs",
 // ctrl.c:irdma_sc_mr_reg_non_shared).
 type RegArgs struct {
 	STagIndex    uint32       // STAG_IDX qw2 [31:8]

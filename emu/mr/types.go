@@ -9,11 +9,11 @@ import (
 
 // Access is a set of access rights. The low five bits are the ARIGHTS /
 // STAGRIGHTS field of REG_MR, ALLOC_STAG, FAST_REG and BIND_MW (user.h
-// IRDMA_ACCESS_FLAGS_*; irdma-controlpath.md §5.2, irdma-datapath.md §3.9).
-// AccessRemoteAtomic is ours: on the wire it is REMOTE_ATOMIC_EN (REG_MR
-// b61 on GEN_3, BIND_MW and FAST_REG REMOTE_ATOMICS_EN), not an ARIGHTS
-// bit; 0x20 is the driver's ZERO_BASED flag, which never reaches the
-// hardware as a right.
+// IRDMA_ACCESS_FLAGS_*; docs/hw-controlpath.md "Access rights",
+// docs/hw-datapath.md "Memory and NOP WQEs"). AccessRemoteAtomic is ours: on
+// the wire it is REMOTE_ATOMIC_EN (REG_MR b61 on GEN_3, BIND_MW and FAST_REG
+// REMOTE_ATOMICS_EN), not an ARIGHTS bit; 0x20 is the driver's ZERO_BASED
+// flag, which never reaches the hardware as a right.
 type Access uint8
 
 // Access rights.
@@ -67,7 +67,7 @@ func validRights(a Access) bool {
 }
 
 // PageSize is the HPAGESIZE encoding of REG_MR, ALLOC_STAG and FAST_REG
-// (enum irdma_page_size; irdma-controlpath.md §2.2).
+// (enum irdma_page_size; docs/hw-controlpath.md "STag WQEs").
 type PageSize uint8
 
 // Page sizes; 3 is reserved.
@@ -113,7 +113,7 @@ func (p PageSize) String() string {
 	return fmt.Sprintf("PageSize(%d)", uint8(p))
 }
 
-// PBLLevel is how a region's pages are found (irdma-controlpath.md §5.4).
+// PBLLevel is how a region's pages are found (docs/hw-controlpath.md "PBLEs").
 type PBLLevel uint8
 
 // PBL levels.
@@ -128,9 +128,9 @@ const (
 	Level2 PBLLevel = 2
 )
 
-// LevelFromLPBLSize decodes the LPBLSIZE field: 0 no PBL, 1 level 1, 3
-// level 2 (verbs.c:irdma_hwreg_mr; ambiguity 4 of irdma-controlpath.md §9).
-// 2 is not used by the driver and is rejected.
+// LevelFromLPBLSize decodes the LPBLSIZE field: 0 no PBL, 1 level 1, 3 level
+// 2 (verbs.c:irdma_hwreg_mr; docs/hw-controlpath.md "What the driver leaves
+// open"). 2 is not used by the driver and is rejected.
 func LevelFromLPBLSize(v uint8) (PBLLevel, bool) {
 	switch v {
 	case 0:

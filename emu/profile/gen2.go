@@ -17,14 +17,17 @@ func GEN2() Profile {
 			VendorID: 0x8086, // PCI_VENDOR_ID_INTEL
 			// E810-C for QSFP (ice_devids.h ICE_DEV_ID_E810C_QSFP); listed in
 			// libirdma's match table, so the real provider binds to it
-			// (uverbs-fake-kernel.md §1). ibv_devinfo shows vendor_part_id 5522.
+			// (providers/irdma/umain.c; docs/preload.md "The sysfs tree").
+			// ibv_devinfo shows vendor_part_id 5522.
 			DeviceID:          0x1592,
 			SubsystemVendorID: 0x8086,
-			SubsystemID:       0x0002, // as in the measured prototype's modalias (uverbs-fake-kernel.md §1)
+			SubsystemID:       0x0002, // the modalias measured with rdma-core 44 (docs/preload.md)
 			// hw_ver: production E810-C report PCI revision 0x02; the
-			// prototype showed hw_ver 0x2 (uverbs-fake-kernel.md §2).
+			// measured ibv_devinfo shows hw_ver 0x2 (docs/uverbs.md "What
+			// rdma-core 44 sends (measured)").
 			Revision: 0x02,
-			// Our choice: libirdma prints fw_ver as "1.60" (uverbs-fake-kernel.md §2).
+			// Our choice: libirdma prints fw_ver as "1.60" (print_fw_ver;
+			// docs/uverbs.md "What rdma-core 44 sends (measured)").
 			FWMajor: 1,
 			FWMinor: 60,
 		},
@@ -33,7 +36,7 @@ func GEN2() Profile {
 			// RTS_AE | CQ_RESIZE (icrdma_init_hw); ATOMIC_OPS only with the
 			// firmware bit (irdma_get_rdma_features); Intel's out-of-tree
 			// driver also sets ENFORCE_SQ_SIZE, not known upstream
-			// (irdma-datapath.md §10.16).
+			// (docs/hw-datapath.md "Version differences").
 			FeatureFlags:   FeatureRTSAE | FeatureCQResize,
 			MaxHWWQFrags:   13,      // IRDMA_MAX_WQ_FRAGMENT_COUNT (irdma_sc_dev_init)
 			MaxHWReadSGEs:  13,      // IRDMA_MAX_SGE_RD
@@ -60,12 +63,12 @@ func GEN2() Profile {
 			MaxInline:  101,     // IRDMA_MAX_INLINE_DATA_SIZE
 			// ICRDMA_MAX_IRD_SIZE / ICRDMA_MAX_ORD_SIZE upstream; the FreeBSD
 			// copy has 32/64 and Intel's out-of-tree driver 8/8
-			// (irdma-datapath.md §10.17).
+			// (docs/hw-datapath.md "Version differences").
 			MaxIRD:      127,
 			MaxORD:      255,
 			MaxMRSize:   0x2000_0000_0000,         // IRDMA_MAX_MR_SIZE
 			MaxMsgSize:  1<<31 - 1,                // IRDMA_MAX_OUTBOUND_MSG_SIZE
-			PageSizeCap: Page4K | Page2M | Page1G, // icrdma_init_hw page_size_cap (errata V9)
+			PageSizeCap: Page4K | Page2M | Page1G, // icrdma_init_hw page_size_cap (newer kernels)
 			// IRDMA_MAX_PAGES_PER_FMR (irdma_query_device).
 			MaxFastRegPageListLen: 262144,
 			MaxMcastQPAttach:      8,  // IRDMA_MAX_MGS_PER_CTX
@@ -78,16 +81,17 @@ func GEN2() Profile {
 			// RC_RNR_NAK_GEN on RoCE.
 			DeviceCapFlags: DeviceMemWindow | DeviceMemMgtExtension | DeviceRCRNRNAKGen,
 			// IRDMA_MAX_PUSH_PAGE_COUNT in irdma_sc_dev_init before the GEN_3
-			// series (256 after it): errata W2. The emulator declines push
-			// pages with IRDMA_INVALID_PUSH_PAGE_INDEX either way.
+			// series (256 after it): docs/hw-controlpath.md "Push pages". The
+			// emulator declines push pages with IRDMA_INVALID_PUSH_PAGE_INDEX
+			// either way.
 			PushPages:      1024,
 			StatsInstances: 128, // ICRDMA_MAX_STATS_COUNT
 		},
 		Queues: Queues{
 			WQEQuantum:     32,   // IRDMA_QP_WQE_MIN_SIZE
-			CQESize:        32,   // struct irdma_cqe (irdma-datapath.md §6.1)
+			CQESize:        32,   // struct irdma_cqe (user.h)
 			CQEExtNextSlot: true, // EXTCQE: qwords 4–7 in the next ring slot
-			PadFragCounted: true, // GEN_2 counts the pad fragment in ADDFRAGCNT (§1)
+			PadFragCounted: true, // GEN_2 counts the pad fragment in ADDFRAGCNT (uk.c)
 			HWFlushPerWQE:  false,
 			CQPWQESize:     64,   // IRDMA_CQP_WQE_SIZE = 8 qwords
 			CQPMaxSize:     2048, // IRDMA_CQP_SW_SQSIZE_2048 (irdma_create_cqp)
@@ -109,8 +113,9 @@ func GEN2() Profile {
 			CQID:           Field{Shift: 0, Width: 19},  // ICRDMA_CQPSQ_CQ_CQID [18:0] (GEN_1: [15:0])
 			CommitFPMCQCnt: Field{Shift: 0, Width: 20},  // ICRDMA_COMMIT_FPM_CQCNT [19:0] (GEN_1: [17:0])
 			// IRDMAQPSQ_AHID [16:0] upstream; Intel's out-of-tree driver uses
-			// [24:0] (irdma-datapath.md §10.1). Decoding with the wide field
-			// is safe: the extra bits are zero from upstream drivers.
+			// [24:0] (docs/hw-datapath.md "Version differences"). Decoding
+			// with the wide field is safe: the extra bits are zero from
+			// upstream drivers.
 			AHID: Field{Shift: 0, Width: 25},
 		},
 		Regs:    regs.GEN2Layout(),
@@ -120,13 +125,14 @@ func GEN2() Profile {
 }
 
 // GEN_3 (Intel IPU, ig3rdma) will be a second constructor, GEN3(), not
-// conditionals in the model. From irdma-datapath.md §1/§8.2 and
-// irdma-controlpath.md §8, it changes: hw_rev 3; feature flags RTS_AE |
-// CQ_RESIZE | 64_BYTE_CQE | SRQ | CQE_TIMESTAMPING (+ ATOMIC_OPS from
-// firmware); 14 SGEs; 216 bytes inline; min WQ size 16; max_hw_srq_quanta
-// 262144; 64-byte CQEs with the extension in bytes 32–63; no pad fragment in
-// ADDFRAGCNT; one hardware flush CQE per WQE; IRD/ORD 2048 (upstream) or 64
-// (patch v4); push pages 8192; CQ ids extended by CQID_HIGH [52:50]; CQP HW
-// major 2; timestamp mask 32 bits at 1 GHz; and a register layout obtained
-// from the control plane over virtchnl instead of fixed offsets, so
-// Regs will come from the device's configuration rather than a constant.
+// conditionals in the model. From ig3rdma_hw.c:ig3rdma_init_hw and the GEN_3
+// paths of verbs.c/ctrl.c (docs/hw-datapath.md "Generations", "GEN_2
+// capabilities"), it changes: hw_rev 3; feature flags RTS_AE | CQ_RESIZE |
+// 64_BYTE_CQE | SRQ | CQE_TIMESTAMPING (+ ATOMIC_OPS from firmware); 14 SGEs;
+// 216 bytes inline; min WQ size 16; max_hw_srq_quanta 262144; 64-byte CQEs
+// with the extension in bytes 32–63; no pad fragment in ADDFRAGCNT; one
+// hardware flush CQE per WQE; IRD/ORD 2048 (upstream) or 64 (patch v4); push
+// pages 8192; CQ ids extended by CQID_HIGH [52:50]; CQP HW major 2; timestamp
+// mask 32 bits at 1 GHz; and a register layout obtained from the control
+// plane over virtchnl instead of fixed offsets, so Regs will come from the
+// device's configuration rather than a constant.

@@ -9,9 +9,9 @@
 // GEN2 returns the default (E810); see the GEN_3 note in gen2.go for what a
 // GEN3 value will change.
 //
-// Every value cites its source: the driver symbol, through the project's
-// reference sheets (irdma-datapath.md §1 and §8.2, irdma-controlpath.md §8
-// and §1.2, and the errata, which win where they differ).
+// Every value cites its source, the driver symbol; docs/hw-datapath.md
+// ("Generations", "GEN_2 capabilities") and docs/hw-controlpath.md ("GEN_2
+// limits", "Registers", "Version differences") record them.
 package profile
 
 import (
@@ -40,7 +40,7 @@ func (g Generation) String() string {
 }
 
 // Feature flags of uk_attrs.feature_flags (rdma-core/kernel user.h enum
-// irdma_feature_flags; irdma-datapath.md §8.2).
+// irdma_feature_flags; docs/hw-datapath.md "GEN_2 capabilities").
 const (
 	FeatureRTSAE           uint64 = 0x1   // IRDMA_FEATURE_RTS_AE
 	FeatureCQResize        uint64 = 0x2   // IRDMA_FEATURE_CQ_RESIZE
@@ -93,10 +93,10 @@ type UKAttrs struct {
 	MaxHWSRQQuanta uint32     // max_hw_srq_quanta (0: no SRQ)
 }
 
-// Limits are the device limits (irdma-controlpath.md §8). The QP, CQ, MR and
-// AH counts the driver actually uses come from the HMC object counts that
-// QUERY_FPM_VAL returns, which emu/hmc chooses within the ID spaces below
-// (docs/hmc.md).
+// Limits are the device limits (docs/hw-controlpath.md "GEN_2 limits"). The
+// QP, CQ, MR and AH counts the driver actually uses come from the HMC object
+// counts that QUERY_FPM_VAL returns, which emu/hmc chooses within the ID
+// spaces below (docs/hmc.md).
 type Limits struct {
 	MaxQPID               uint32 // QP ids < MaxQPID (IRDMA_MAX_IW_QP_ID + 1)
 	MaxCQID               uint32 // CQ ids < MaxCQID (IRDMA_MAX_CQID + 1)
@@ -140,7 +140,7 @@ type Queues struct {
 	CQPAlign         uint64 // CQP ring alignment (IRDMA_CQP_ALIGNMENT)
 	CQ0Align         uint64 // CCQ ring alignment (IRDMA_CQ0_ALIGNMENT)
 	ShadowAreaSize   uint32 // QP/CQ shadow area bytes (IRDMA_SHADOW_AREA_SIZE × 8)
-	QueryFPMBufSizes []int  // QUERY/COMMIT_FPM buffer sizes kernels use (errata V1)
+	QueryFPMBufSizes []int  // QUERY/COMMIT_FPM buffer sizes kernels use (user.h)
 }
 
 // Field is a bit field of a 64-bit word: Width bits starting at Shift.
@@ -177,8 +177,9 @@ func (f Field) Prep(x uint64) uint64 {
 
 // Fields are the per-device field layouts the driver reads through
 // dev->hw_masks / hw_shifts (icrdma_hw.c icrdma_masks[]/icrdma_shifts[];
-// irdma.h enum irdma_masks; errata W3 lists exactly these six), plus the
-// wider fields that moved between generations.
+// irdma.h enum irdma_masks has exactly these six; docs/hw-controlpath.md
+// "Per-device field masks"), plus the wider fields that moved between
+// generations.
 type Fields struct {
 	CCQPStatusDone Field // CCQPSTATUS CCQP_DONE
 	CCQPStatusErr  Field // CCQPSTATUS CCQP_ERR

@@ -10,8 +10,9 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/regs"
 )
 
-// TestGEN2 pins the values user space and the driver see (irdma-datapath.md
-// §8.2, irdma-controlpath.md §8, uverbs-fake-kernel.md §2).
+// TestGEN2 pins the values user space and the driver see (docs/hw-datapath.md
+// "GEN_2 capabilities", docs/hw-controlpath.md "GEN_2 limits", docs/uverbs.md
+// "What rdma-core 44 sends (measured)").
 func TestGEN2(t *testing.T) {
 	p := profile.GEN2()
 	if err := p.Validate(); err != nil {

@@ -8,17 +8,17 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
 
-// The completer (IBTA §9.7.5.1, §9.7.6.1; rxe_comp.c, roce-rxe.md §2.4)
-// processes what comes back for the requester's packets: ACKs (one ACK
-// completes every SEND/WRITE up to its PSN), NAKs (PSN sequence error:
-// go back; RNR: wait the NAK's timer and go back; invalid request, remote
-// access and remote operational errors: the WQE fails and the QP with it),
-// READ responses (placed in order into the WQE's sink SGEs; a response
+// The completer (IBTA §9.7.5.1, §9.7.6.1; rxe_comp.c, docs/roce.md "rxe as
+// completer") processes what comes back for the requester's packets: ACKs
+// (one ACK completes every SEND/WRITE up to its PSN), NAKs (PSN sequence
+// error: go back; RNR: wait the NAK's timer and go back; invalid request,
+// remote access and remote operational errors: the WQE fails and the QP with
+// it), READ responses (placed in order into the WQE's sink SGEs; a response
 // ahead of the next expected PSN is dropped and left to the timer, as rxe
-// does), and ATOMIC ACKs (the original value written to the local VA).
-// An ACK or response beyond an outstanding READ or atomic means its
-// responses were lost: an implied NAK, retried at once. Completed WQEs are
-// retired in order by requester.retire.
+// does), and ATOMIC ACKs (the original value written to the local VA). An ACK
+// or response beyond an outstanding READ or atomic means its responses were
+// lost: an implied NAK, retried at once. Completed WQEs are retired in order
+// by requester.retire.
 
 // handleResponse processes one response packet.
 func (r *requester) handleResponse(t *Transport, ctx *Ctx, f *wire.Frame) {
@@ -241,7 +241,8 @@ func (r *requester) onReadResponse(t *Transport, ctx *Ctx, f *wire.Frame) {
 	if op.IsEnd() {
 		if e.op == OpRDMAReadLocalInv && e.sinkSTag != 0 {
 			// READ with local invalidate: the sink STag is invalidated when
-			// the data is in place (datapath §10.9).
+			// the data is in place (our reading: docs/hw-datapath.md "Version
+			// differences").
 			if err := t.dp.MRs.Invalidate(e.sinkSTag, t.pd(), t.q.ID, false); err != nil {
 				t.sqFatal(ctx, e, aeOf(err))
 				return

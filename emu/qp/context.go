@@ -6,15 +6,15 @@ import (
 )
 
 // ContextSize is the size of the RoCE QP host context the driver builds
-// (IRDMA_QP_CTX_SIZE, irdma-controlpath.md §3.1).
+// (IRDMA_QP_CTX_SIZE, docs/hw-controlpath.md "QP host context").
 const ContextSize = 256
 
 // Context is a typed view of the GEN_2 RoCE QP host context, the 256 bytes
-// irdma_sc_qp_setctx_roce_gen_2 writes (irdma-controlpath.md §3.2,
-// verified field by field by the errata, item 4). Decode only: the driver
-// half has its own encoder. Accessors take the wider (newer-kernel) masks
-// where widths moved (errata V8); the extra bits are zero from older
-// drivers. The view must be ContextSize bytes long (NewContext checks).
+// irdma_sc_qp_setctx_roce_gen_2 writes (docs/hw-controlpath.md "QP host
+// context"). Decode only: the driver half has its own encoder. Accessors take
+// the wider (newer-kernel) masks where widths moved (docs/hw-controlpath.md
+// "Version differences"); the extra bits are zero from older drivers. The
+// view must be ContextSize bytes long (NewContext checks).
 type Context []byte
 
 // NewContext returns b as a Context if it is long enough.
@@ -64,8 +64,9 @@ func (c Context) TOS() uint8       { return uint8(c.f(24, 24, 8)) }   // TOS
 func (c Context) SrcPort() uint16  { return uint16(c.f(24, 32, 16)) } // SRCPORTNUM
 func (c Context) DestPort() uint16 { return uint16(c.f(24, 48, 16)) } // DESTPORTNUM
 
-// DestIPWords returns DESTIPADDR0..3 (+40 [63:32], +40 [31:0], +32
-// [63:32], +32 [31:0]); each word is a host-order ntohl value (errata I1).
+// DestIPWords returns DESTIPADDR0..3 (+40 [63:32], +40 [31:0], +32 [63:32],
+// +32 [31:0]); each word is a host-order ntohl value (docs/hw-controlpath.md
+// "MAC and IP byte order").
 func (c Context) DestIPWords() [4]uint32 {
 	return [4]uint32{uint32(c.q(40) >> 32), uint32(c.q(40)), uint32(c.q(32) >> 32), uint32(c.q(32))}
 }
@@ -109,7 +110,8 @@ func (c Context) RxCQNum() uint32 { return uint32(c.f(136, 32, 25)) } // RXCQNUM
 // +144
 func (c Context) StatIndex() uint8 { return uint8(c.f(144, 0, 7)) }
 
-// LocalMAC returns the source MAC (+152 [63:16], mac[0] most significant: errata I1).
+// LocalMAC returns the source MAC (+152 [63:16], mac[0] most significant:
+// ether_addr_to_u64).
 func (c Context) LocalMAC() [6]byte {
 	v := c.q(152) >> 16
 	var m [6]byte
@@ -172,7 +174,7 @@ func IRDEntries(enc uint8) uint32 {
 }
 
 // ipFromWords builds an address from the context's host-order words:
-// IPv4 uses word 3 only (errata I1).
+// IPv4 uses word 3 only (verbs.c:irdma_modify_qp_roce).
 func ipFromWords(w [4]uint32, v4 bool) netip.Addr {
 	if v4 {
 		return netip.AddrFrom4([4]byte{byte(w[3] >> 24), byte(w[3] >> 16), byte(w[3] >> 8), byte(w[3])})

@@ -39,10 +39,10 @@ import (
 // on GEN_2. docs/dataplane.md explains each default.
 type Tunables struct {
 	// RTO is the retransmission timeout. GEN_2's context has no local ACK
-	// timeout (irdma ignores IB_QP_TIMEOUT, irdma-controlpath.md §3.2); the
-	// timer is max(RTO, RTOMIN × RTOMinUnit). Default 67.1 ms: the local
-	// ACK timeout 14 (4.096 µs × 2^14) that ibv_rc_pingpong and most
-	// verbs programs ask for.
+	// timeout (irdma ignores IB_QP_TIMEOUT, docs/hw-controlpath.md "QP host
+	// context"); the timer is max(RTO, RTOMIN × RTOMinUnit). Default 67.1 ms:
+	// the local ACK timeout 14 (4.096 µs × 2^14) that ibv_rc_pingpong and
+	// most verbs programs ask for.
 	RTO time.Duration
 	// RTOMinUnit is the unit of the context's 7-bit RTOMIN (irdma writes
 	// 5). Default 100 µs.
@@ -61,9 +61,9 @@ type Tunables struct {
 	// does; IBTA (C9-141) makes only the RNR retry count 7 infinite. Default
 	// false (IBTA).
 	InfiniteRetry7 bool
-	// MinRNRTimer is the RNR NAK timer code the responder sends; GEN_2 has
-	// no MINRNR field (irdma-controlpath.md §3.2). Default 12 (640 µs,
-	// ibv_rc_pingpong's min_rnr_timer).
+	// MinRNRTimer is the RNR NAK timer code the responder sends; GEN_2 has no
+	// MINRNR field (docs/hw-controlpath.md "QP host context"). Default 12
+	// (640 µs, ibv_rc_pingpong's min_rnr_timer).
 	MinRNRTimer wire.RNRTimer
 	// AckDelay delays the ACK of an AckReq packet that does not end a
 	// message so that later ones coalesce into it; message ends are

@@ -4,8 +4,7 @@ import "github.com/irdma-emu/irdma-emu/emu/cq"
 
 // Asynchronous event codes the transport raises besides the WQE violations
 // (wqe_violation.go), emu/mr's memory codes and emu/ah's address codes
-// (irdma user.h "Async Events codes"; irdma-datapath.md §7.3,
-// irdma-controlpath.md §7.4).
+// (irdma user.h "Async Events codes"; docs/hw-controlpath.md "AE codes").
 const (
 	AERDMAReadWhileORDZero  uint16 = 0x0205 // IRDMA_AE_RDMA_READ_WHILE_ORD_ZERO
 	AEIBInvalidRequest      uint16 = 0x0208 // IRDMA_AE_IB_INVALID_REQUEST: the peer NAKed "invalid request"
@@ -25,12 +24,13 @@ const (
 	aeInvalidateNoRemoteAcc uint16 = 0x0112
 )
 
-// FlushCodeForAE is irdma_ae_to_qp_err_code (user.h; irdma-datapath.md
-// §7.3): the flush code the driver puts into FLUSH_WQES for a QP that
-// raised ae. The device writes the error CQE of the WQE that failed with
+// FlushCodeForAE is irdma_ae_to_qp_err_code (user.h; docs/hw-datapath.md "AE
+// to flush code"): the flush code the driver puts into FLUSH_WQES for a QP
+// that raised ae. The device writes the error CQE of the WQE that failed with
 // major IRDMA_FLUSH_MAJOR_ERR and this minor, so that software reports the
-// work-completion status irdma_flush_err_to_ib_wc_status gives it (§7.2):
-// a major other than 1 would only ever read as IB_WC_GENERAL_ERR (§7.1).
+// work-completion status irdma_flush_err_to_ib_wc_status gives it ("Flush
+// codes"): a major other than 1 would only ever read as IB_WC_GENERAL_ERR
+// ("CQE error codes").
 func FlushCodeForAE(ae uint16) uint16 {
 	switch ae {
 	case 0x0108, 0x0103, 0x0109, 0x0102, 0x0105, 0x0104, 0x0106, 0x0107, 0x010a, 0x011c:

@@ -204,7 +204,8 @@ func nak(psn wire.PSN, s wire.Syndrome) wire.PacketFields {
 
 var ackSyn = wire.ACKSyndrome(wire.CreditsInvalid)
 
-// ---- SQ / RQ WQEs by hand (irdma-datapath.md §3, §4) -----------------------
+// ---- SQ / RQ WQEs by hand (docs/hw-datapath.md, SQ and RQ WQE sections)
+// --------------
 
 func (r *rig) store(a hostmem.IOVA, v uint64) {
 	if err := r.env.Mem.Store64(a, v); err != nil {

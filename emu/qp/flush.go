@@ -5,9 +5,9 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
 )
 
-// FlushCodes are the major/minor codes FLUSH_WQES puts in flushed CQEs:
-// the WQE's user codes when USERFLCODE is set (irdma-controlpath.md §2.2),
-// else FLUSH_MAJOR_ERR / FLUSH_GENERAL_ERR.
+// FlushCodes are the major/minor codes FLUSH_WQES puts in flushed CQEs: the
+// WQE's user codes when USERFLCODE is set (docs/hw-controlpath.md "FLUSH_WQES
+// and GEN_AE"), else FLUSH_MAJOR_ERR / FLUSH_GENERAL_ERR.
 type FlushCodes struct {
 	SQMajor, SQMinor uint16
 	RQMajor, RQMinor uint16
@@ -27,7 +27,8 @@ type FlushResult struct {
 }
 
 // Flush completes the outstanding WQEs of the selected queues as flushed
-// (FLUSH_WQES, irdma-controlpath.md §2.2; irdma-datapath.md §7.4).
+// (FLUSH_WQES, docs/hw-controlpath.md "FLUSH_WQES and GEN_AE";
+// docs/hw-datapath.md "Flush generation").
 //
 // It walks the SQ from the device's consumer index while the header's
 // valid bit matches the expected polarity, stepping by each WQE's quanta
@@ -35,12 +36,12 @@ type FlushResult struct {
 // the RQ likewise by its fixed WQE stride. The consumer indices move past
 // every WQE found, and the SQ one is published in the QP shadow area.
 //
-// perWQE selects the CQEs written. GEN_1/2 hardware (perWQE false,
-// profile Queues.HWFlushPerWQE) writes one flushed CQE per queue, at the
-// first outstanding WQE: software parks its CQ head on it and expands it
-// into one completion per WQE it posted (rdma-core uk.c
-// irdma_uk_cq_poll_cmpl: "park CQ head during a flush"; irdma-datapath.md
-// §6.4, §9 item 7). More CQEs would each be polled as ENOENT after the
+// perWQE selects the CQEs written. GEN_1/2 hardware (perWQE false, profile
+// Queues.HWFlushPerWQE) writes one flushed CQE per queue, at the first
+// outstanding WQE: software parks its CQ head on it and expands it into one
+// completion per WQE it posted (rdma-core uk.c irdma_uk_cq_poll_cmpl: "park
+// CQ head during a flush"; docs/hw-datapath.md "How software consumes a CQE",
+// "Flush generation"). More CQEs would each be polled as ENOENT after the
 // first one is expanded, ending a poll early with CQEs still queued. GEN_3
 // (perWQE true) writes one CQE per outstanding WQE, NOPs excepted (software
 // skips NOPs when it matches flushed CQEs to WQEs).

@@ -72,8 +72,8 @@ func (q *QP) WQStates() (sq, rq WQState) {
 // EnterError moves the QP to ERROR on a fatal error the data plane found
 // (a malformed WQE, an access violation, retries exhausted), storing its
 // consumer indices first as SyncWQ does. The hardware raises the AE; the
-// driver then issues MODIFY_QP(ERROR) and FLUSH_WQES (irdma-datapath.md
-// §7.4 steps 1–3).
+// driver then issues MODIFY_QP(ERROR) and FLUSH_WQES (hw.c:irdma_process_aeq;
+// docs/hw-datapath.md "Flush generation").
 func (q *QP) EnterError(sq, rq WQState) {
 	q.SyncWQ(sq, rq)
 	q.state.Store(uint32(StateError))
@@ -83,7 +83,7 @@ func (q *QP) EnterError(sq, rq WQState) {
 // PublishSQTail writes the data plane's SQ fetch index into the shadow
 // area (qword0 [14:0], IRDMA_QP_DBSA_HW_SQ_TAIL) without taking q.mu: the
 // kernel's doorbell suppression compares it with its ring head
-// (irdma_uk_qp_post_wr, irdma-datapath.md §5.1).
+// (irdma_uk_qp_post_wr, docs/hw-datapath.md "Doorbells").
 func PublishSQTail(mem *hostmem.Memory, shadow hostmem.IOVA, idx uint32) {
 	if shadow == 0 {
 		return

@@ -11,7 +11,7 @@ import (
 )
 
 // Type is the QP type of the CQP QP WQEs' QPTYPE field (defs.h
-// IRDMA_QP_TYPE_*; irdma-controlpath.md §2.2).
+// IRDMA_QP_TYPE_*; docs/hw-controlpath.md "QP types and states").
 type Type uint8
 
 const (
@@ -60,10 +60,11 @@ func (s State) String() string {
 
 // CanTransition reports whether the device accepts a MODIFY_QP from state
 // from to NEXTIWSTATE to on a RoCE QP. The table follows the transitions
-// irdma issues (verbs.c:irdma_modify_qp_roce, irdma-controlpath.md §3.3):
-// IDLE again after CREATE (INIT), RTR from IDLE, RTS from RTR (and RTS or
-// SQD again: a re-modify, resume from SQD), SQD from RTS, ERROR from any
-// state. TERMINATE is iWARP's and INVALID is never a target.
+// irdma issues (verbs.c:irdma_modify_qp_roce, docs/hw-controlpath.md
+// "MODIFY_QP transitions"): IDLE again after CREATE (INIT), RTR from IDLE,
+// RTS from RTR (and RTS or SQD again: a re-modify, resume from SQD), SQD from
+// RTS, ERROR from any state. TERMINATE is iWARP's and INVALID is never a
+// target.
 func CanTransition(from, to State) bool {
 	switch to {
 	case StateIdle:
@@ -253,7 +254,7 @@ func (q *QP) Suspended() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.suspe
 func (q *QP) SetSuspended(v bool) { q.mu.Lock(); q.suspended = v; q.gen.Add(1); q.mu.Unlock() }
 
 // Modify applies a MODIFY_QP: the new context (re-read in full on every
-// modify, irdma-controlpath.md §2.2), the CQs when CQNUMVALID, the new
+// modify, docs/hw-controlpath.md "QP WQEs"), the CQs when CQNUMVALID, the new
 // state. The caller checked the transition and the CQs.
 func (q *QP) Modify(ctx []byte, ctxIOVA hostmem.IOVA, next State, sendCQ, recvCQ *cq.CQ) {
 	end := q.beginControl()
@@ -400,7 +401,7 @@ func (t *Table) Destroy(id uint32) error {
 }
 
 // ShadowSQTailMask is QP shadow qword0 [14:0], IRDMA_QP_DBSA_HW_SQ_TAIL
-// (irdma-datapath.md §5.1, §5.2).
+// (docs/hw-datapath.md "Doorbells", "QP shadow area").
 const ShadowSQTailMask = 0x7fff
 
 // publishSQTail writes the SQ consumer index into shadow qword0 [14:0]:

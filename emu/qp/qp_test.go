@@ -11,7 +11,8 @@ import (
 )
 
 // TestContextView decodes a context written by hand from
-// irdma-controlpath.md §3.2.
+// ctrl.c:irdma_sc_qp_setctx_roce_gen_2 (docs/hw-controlpath.md "QP host
+// context").
 func TestContextView(t *testing.T) {
 	b := make([]byte, 256)
 	put := func(off int, v uint64) { binary.LittleEndian.PutUint64(b[off:], v) }

@@ -9,7 +9,7 @@ import (
 // RecvSource is where the responder takes receive WQEs from. A QP's own RQ
 // (rqSource) is the only one on GEN_2; GEN_3's SRQ (a shared ring bounded
 // by the producer index in its shadow area, WQEs carrying their wr_id,
-// irdma-datapath.md §4.2–4.3) will be a second implementation shared by
+// docs/hw-datapath.md "SRQ (GEN_3)") will be a second implementation shared by
 // the QPs attached to it, selected when the QP context says USE_SRQ.
 //
 // The responder peeks the next WQE when a message that needs one starts,
@@ -33,8 +33,9 @@ type RecvSource interface {
 }
 
 // rqSource is the QP's own RQ: fixed-size WQEs of 1 << RQWQESIZE quanta at
-// index i × that stride, valid bit at the ring's polarity (§4.1). It has
-// no doorbell: the device reads it when a message arrives.
+// index i × that stride, valid bit at the ring's polarity
+// (docs/hw-datapath.md "RQ WQE"). It has no doorbell: the device reads it
+// when a message arrives.
 type rqSource struct {
 	mem    cq.RingMem
 	stride uint32

@@ -8,11 +8,11 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
 
-// The requester (IBTA §9.7.3, §9.7.6; rxe_req.c, roce-rxe.md §2.2) owns
-// the SQ: it fetches WQEs by valid bit and polarity, executes local
-// operations, segments messages by path MTU into packets with consecutive
-// 24-bit PSNs, and keeps the fetched WQEs in order until the completer
-// retires them. Its spec variables, named as in IBTA/rxe:
+// The requester (IBTA §9.7.3, §9.7.6; rxe_req.c, docs/roce.md "rxe as
+// requester") owns the SQ: it fetches WQEs by valid bit and polarity,
+// executes local operations, segments messages by path MTU into packets with
+// consecutive 24-bit PSNs, and keeps the fetched WQEs in order until the
+// completer retires them. Its spec variables, named as in IBTA/rxe:
 //
 //	nextPSN   the PSN of the next new packet (rxe req.psn)
 //	una       the oldest unacknowledged PSN (rxe comp.psn)
@@ -179,8 +179,9 @@ func (r *requester) fetchOne(t *Transport, ctx *Ctx) bool {
 	if Header(h).ValidBit() != pol {
 		return false
 	}
-	// A WQE never crosses a max_hw_sq_chunk boundary (datapath §3.10);
-	// read up to the end of the chunk, which also never crosses a page.
+	// A WQE never crosses a max_hw_sq_chunk boundary (docs/hw-datapath.md
+	// "Valid bit and NOP padding"); read up to the end of the chunk, which
+	// also never crosses a page.
 	chunk := uint32(max(t.dp.limits.ChunkQuanta, 1))
 	nq := min(chunk-idx%chunk, r.sq.Mem.Size-idx, MaxWQEQuanta)
 	b := ctx.wqe[:nq*QuantumSize]
@@ -290,8 +291,8 @@ func (r *requester) validate(t *Transport, ctx *Ctx, w *SQWQE, e *sqEntry) uint1
 		}
 		e.kind = kindRead
 	case op.IsAtomic():
-		// Without IRDMA_FEATURE_ATOMIC_OPS the opcode is not one the
-		// device executes (datapath §1, §8.2).
+		// Without IRDMA_FEATURE_ATOMIC_OPS the opcode is not one the device
+		// executes (docs/hw-datapath.md "Generations", "GEN_2 capabilities").
 		if ud || !t.dp.Profile.Atomics {
 			return AEWQEUnexpectedOpcode
 		}

@@ -11,7 +11,8 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
 
-// SQ opcodes and header flags (irdma-datapath.md §2.1, §3.2).
+// SQ opcodes and header flags (docs/hw-datapath.md "SQ opcodes", "SQ WQE
+// header").
 const (
 	opWrite   = 0x00
 	opRead    = 0x01

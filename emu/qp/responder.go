@@ -10,8 +10,8 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
 
-// The responder (IBTA §9.7.4, §9.7.5; rxe_resp.c, roce-rxe.md §2.3) takes
-// the peer's requests in PSN order. Its spec variables:
+// The responder (IBTA §9.7.4, §9.7.5; rxe_resp.c, docs/roce.md "rxe as
+// responder") takes the peer's requests in PSN order. Its spec variables:
 //
 //	ePSN    the expected PSN (rxe resp.psn)
 //	msn     the message sequence number, sent in every AETH (C9-148:
@@ -508,7 +508,8 @@ func (r *responder) onAtomic(t *Transport, ctx *Ctx, p *wire.Packet) {
 	ctx.spans, err = t.dp.MRs.Translate(rkey, pd, qpn, va, 8, mr.AccessRemoteAtomic, true, ctx.spans[:0])
 	if ae, _ := mr.AEOf(err); ae == mr.AERightsViolation && t.dp.Profile.Gen < 3 {
 		// GEN_2 MRs carry no remote-atomic right (REMOTE_ATOMIC_EN is
-		// GEN_3's, irdma-controlpath.md §5.2): remote write stands for it.
+		// GEN_3's, docs/hw-controlpath.md "Access rights"): remote write
+		// stands for it.
 		ctx.spans, err = t.dp.MRs.Translate(rkey, pd, qpn, va, 8, mr.AccessRemoteWrite, true, ctx.spans[:0])
 	}
 	if err != nil {
@@ -741,7 +742,7 @@ func (r *responder) sendReadResponse(t *Transport, ctx *Ctx, it *respItem) bool 
 
 // udGRHSize is the 40-byte area at the head of a UD receive buffer (IBTA
 // §11.4.1.1): rxe and irdma put the IPv6 header there, or 20 zero bytes and
-// the IPv4 header (roce-rxe.md §2.3).
+// the IPv4 header (rxe_resp.c; docs/roce.md "rxe as responder").
 const udGRHSize = 40
 
 // handleUD delivers a UD datagram into the next receive WQE.

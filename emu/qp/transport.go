@@ -385,7 +385,7 @@ func (t *Transport) refresh(g uint64) {
 // transition initialises the PSN state when the QP reaches RTR (the
 // responder's ePSN) and RTS (the requester's next PSN): the values the
 // driver wrote into EPSN and PSNNXT for those modifies
-// (irdma-controlpath.md §3.2).
+// (docs/hw-controlpath.md "QP host context").
 func (t *Transport) transition(st State) {
 	if st == t.state {
 		return
@@ -559,8 +559,8 @@ func (t *Transport) hw(s HWStat, n uint64) {
 // ---- receive -----------------------------------------------------------
 
 // receive runs the per-QP checks of rxe's hdr_check / check_addr
-// (roce-rxe.md §2.1 items 8–11) and hands the packet to the responder or
-// the completer. The packet is released here.
+// (docs/roce.md "rxe receive checks", 8–11) and hands the packet to the
+// responder or the completer. The packet is released here.
 func (t *Transport) receive(ctx *Ctx, p *link.Packet) {
 	defer p.Release()
 	f := &ctx.rx
@@ -657,8 +657,8 @@ func (t *Transport) baseCQE(e *cq.CQE) {
 
 // enterError raises ae and moves the QP to ERROR, handing the consumer
 // indices to the QP so that the driver's FLUSH_WQES finds the WQEs not yet
-// completed (irdma-datapath.md §7.4: the hardware raises the AE; irdma's
-// irdma_process_aeq then modifies the QP to ERROR and flushes).
+// completed (docs/hw-datapath.md "Flush generation": the hardware raises the
+// AE; irdma's irdma_process_aeq then modifies the QP to ERROR and flushes).
 func (t *Transport) enterError(ctx *Ctx, ae uint16, src uint8, wqeIdx uint32) {
 	if t.q.State() == StateError {
 		return

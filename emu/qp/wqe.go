@@ -3,11 +3,11 @@
 // the ring bytes that libirdma and our driver write, and the decoder the
 // send engine uses to consume them (also behind `irdma-emu wqe decode`).
 //
-// The layouts are GEN_2 (E810) as described in the project's data-path
-// sheet, irdma-datapath.md §2–§4, and pinned by the bytes the real,
-// unmodified libirdma wrote (testdata/libirdma-wqe.json). They are written
-// here independently of the driver half's encoder (driver/uk): the two
-// sides of the hardware interface must not share code.
+// The layouts are GEN_2 (E810) as rdma-core's and Linux's uk.c write them
+// (docs/hw-datapath.md, "SQ opcodes" to "RQ WQE"), and pinned by the bytes
+// the real, unmodified libirdma wrote (testdata/libirdma-wqe.json). They are
+// written here independently of the driver half's encoder (driver/uk): the
+// two sides of the hardware interface must not share code.
 //
 // Conventions follow irdma: "qwordN" is the little-endian 64-bit word at
 // byte offset 8·N of a WQE; a quantum is 32 bytes; a WQE is 1..8 quanta;
@@ -21,21 +21,23 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/profile"
 )
 
-// Ring geometry (datapath §3.1).
+// Ring geometry (docs/hw-datapath.md "SQ ring geometry").
 const (
 	// QuantumSize is the size of one SQ/RQ quantum (IRDMA_QP_WQE_MIN_SIZE).
 	QuantumSize = 32
 	// MaxWQEQuanta is the largest WQE, IRDMA_QP_WQE_MAX_SIZE (256 B) / 32.
 	MaxWQEQuanta = 8
-	// FragSlotSize is the size of one fragment slot (§3.4).
+	// FragSlotSize is the size of one fragment slot (docs/hw-datapath.md
+	// "Fragments").
 	FragSlotSize = 16
 	// MaxFragSlots is how many fragment slots fit in MaxWQEQuanta quanta:
 	// slot 0 in the first quantum, two in every further one. It is one
 	// more than GEN_2's 13 fragments + pad, so that an over-limit WQE can
 	// still be decoded whole and reported.
 	MaxFragSlots = 1 + 2*(MaxWQEQuanta-1)
-	// MaxInlineCapacity is how many inline bytes 8 quanta can carry
-	// (8 in the first quantum, 31 in each further one, §3.7).
+	// MaxInlineCapacity is how many inline bytes 8 quanta can carry (8 in the
+	// first quantum, 31 in each further one, docs/hw-datapath.md "Inline
+	// data").
 	MaxInlineCapacity = 8 + 31*(MaxWQEQuanta-1)
 )
 
@@ -48,8 +50,8 @@ type WQELimits struct {
 	ChunkQuanta int // max_hw_sq_chunk: a WQE never crosses a multiple of this
 }
 
-// GEN2WQELimits are the E810 values (datapath §8.2, irdma_sc_dev_init and
-// icrdma_init_hw).
+// GEN2WQELimits are the E810 values (docs/hw-datapath.md "GEN_2
+// capabilities", irdma_sc_dev_init and icrdma_init_hw).
 var GEN2WQELimits = WQELimits{
 	MaxFrags:    13,
 	MaxReadSGEs: 13,
@@ -74,9 +76,9 @@ func (l WQELimits) orGEN2() WQELimits {
 	return l
 }
 
-// Header qword (qword3 of the first quantum) field positions, datapath
-// §3.2 (IRDMAQPSQ_* in defs.h). Several fields overlap; which one a bit
-// means depends on the opcode.
+// Header qword (qword3 of the first quantum) field positions,
+// docs/hw-datapath.md "SQ WQE header" (IRDMAQPSQ_* in defs.h). Several fields
+// overlap; which one a bit means depends on the opcode.
 const (
 	hdrRemSTagMask      = 0xffff_ffff // [31:0] REMSTAG
 	hdrAHIDMask         = 0x1_ffff    // [16:0] AHID (overlaps REMSTAG; OOT widens to [24:0])
@@ -219,9 +221,9 @@ func (p PageSize) String() string {
 	return "reserved"
 }
 
-// Fragment slot layout, GEN_2 (datapath §3.4, irdma_set_fragment): the
-// first qword is the address, the second VALID[63] | FRAG_LEN[62:32] |
-// FRAG_STAG[31:0].
+// Fragment slot layout, GEN_2 (docs/hw-datapath.md "Fragments",
+// irdma_set_fragment): the first qword is the address, the second VALID[63] |
+// FRAG_LEN[62:32] | FRAG_STAG[31:0].
 const (
 	fragLenShift  = 32
 	fragLenMask   = 0x7fff_ffff
@@ -229,7 +231,7 @@ const (
 	fragValidBit  = 63
 	qwordSize     = 8
 	headerOffset  = 24 // qword3 of the first quantum
-	inlineValidAt = 31 // per-quantum inline valid byte (quantum k ≥ 1), §3.7
+	inlineValidAt = 31 // per-quantum inline valid byte (quantum k ≥ 1, irdma_copy_inline_data)
 )
 
 // FragSlot is a 16-byte fragment slot view. Accessors do not bounds-check:
@@ -307,7 +309,7 @@ func (v WQEView) FragSlot(k int) FragSlot {
 }
 
 // ImmData is the immediate in qword0 (IRDMAQPSQ_IMMDATA; only the low 32
-// bits are meaningful, §3.3).
+// bits are meaningful, docs/hw-datapath.md "SQ WQE body").
 func (v WQEView) ImmData() uint32 { return uint32(v.Qword(0)) }
 
 // RemoteVA is qword2 as FRAG_TO/REMTO: the remote address of WRITE, READ
@@ -327,14 +329,15 @@ func (v WQEView) AtomicLocalVA() uint64 { return v.Qword(0) }
 func (v WQEView) AtomicLocalSTag() uint32 { return uint32(v.Qword(1)) }
 
 // AtomicSwapAdd is qword4 (byte 32) of an atomic WQE: the add value
-// (FETCH_ADD) or the swap value (COMPARE_SWAP), §3.8.
+// (FETCH_ADD) or the swap value (COMPARE_SWAP), docs/hw-datapath.md "Atomic
+// WQEs".
 func (v WQEView) AtomicSwapAdd() uint64 { return v.Qword(4) }
 
 // AtomicCompare is qword5 (byte 40) of a COMPARE_SWAP WQE.
 func (v WQEView) AtomicCompare() uint64 { return v.Qword(5) }
 
-// LocalInvSTag is the target STag of a LOCAL_INV WQE: FRAG_STAG of
-// qword1 (whose valid bit is forced 0, §3.9).
+// LocalInvSTag is the target STag of a LOCAL_INV WQE: FRAG_STAG of qword1
+// (whose valid bit is forced 0, docs/hw-datapath.md "Memory and NOP WQEs").
 func (v WQEView) LocalInvSTag() uint32 { return uint32(v.Qword(1) & fragSTagMask) }
 
 // BindVA is qword0 of a BIND_MW WQE: the window VA (0 when zero-based).

@@ -6,8 +6,9 @@ import (
 )
 
 // ErrNotValid is returned when the header's VALID bit is not the expected
-// polarity: the slot holds no posted WQE (yet). It is not a violation;
-// the device stops scanning the ring there (datapath §9 item 1).
+// polarity: the slot holds no posted WQE (yet). It is not a violation; the
+// device stops scanning the ring there (docs/hw-datapath.md "Valid bit and
+// NOP padding").
 var ErrNotValid = errors.New("qp: WQE header valid bit does not match the ring polarity")
 
 // ShortError is returned when the bytes given hold fewer quanta than the
@@ -41,7 +42,8 @@ type DecodeParams struct {
 	IgnoreValid bool
 }
 
-// Fragment is one decoded fragment slot (GEN_2 format, datapath §3.4).
+// Fragment is one decoded fragment slot (GEN_2 format, docs/hw-datapath.md
+// "Fragments").
 type Fragment struct {
 	Addr  uint64 // FRAG_TO
 	Len   uint32 // FRAG_LEN, 31 bits
@@ -106,15 +108,17 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
-// UDFields are the UD addressing fields of a SEND WQE (datapath §3.6).
+// UDFields are the UD addressing fields of a SEND WQE (docs/hw-datapath.md
+// "SQ WQE body").
 type UDFields struct {
 	AHID    uint32 // header AHID [16:0]
 	DestQPN uint32 // qword2 DESTQPN [55:32]
 	QKey    uint32 // qword2 DESTQKEY [31:0]
 }
 
-// AtomicFields are the fields of a FETCH_ADD / COMPARE_SWAP WQE (§3.8).
-// The result length is implicit: 8 bytes.
+// AtomicFields are the fields of a FETCH_ADD / COMPARE_SWAP WQE
+// (docs/hw-datapath.md "Atomic WQEs"). The result length is implicit: 8
+// bytes.
 type AtomicFields struct {
 	LocalVA   uint64 // qword0: where the original value is written
 	LocalSTag uint32 // qword1 LOCSTAG
@@ -122,7 +126,8 @@ type AtomicFields struct {
 	Compare   uint64 // qword5: compare value (COMPARE_SWAP)
 }
 
-// BindFields are the fields of a BIND_MW WQE (§3.9, GEN_2 layout).
+// BindFields are the fields of a BIND_MW WQE (docs/hw-datapath.md "Memory and
+// NOP WQEs", GEN_2 layout).
 type BindFields struct {
 	VA            uint64 // qword0 (0 when zero-based)
 	ParentSTag    uint32 // qword1 PARENTMRSTAG: the MR's STag
@@ -134,8 +139,8 @@ type BindFields struct {
 	RemoteAtomics bool   // REMOTE_ATOMICS_EN
 }
 
-// FastRegFields are the fields of a FAST_REGISTER WQE (§3.9,
-// irdma_sc_mr_fast_register).
+// FastRegFields are the fields of a FAST_REGISTER WQE (docs/hw-datapath.md
+// "Memory and NOP WQEs", irdma_sc_mr_fast_register).
 type FastRegFields struct {
 	VA              uint64   // qword0: VA (VA-based) or first-byte offset
 	PBLAddr         uint64   // qword1 PBLADDR [63:12]
@@ -197,9 +202,10 @@ type SQWQE struct {
 func (w *SQWQE) InlineData() []byte { return w.inline[:w.inlineHave] }
 
 // SQQuanta is how many quanta the device reads for a WQE with header h
-// (datapath §3.5, §3.7, §3.8): inline WQEs by INLINEDATALEN, atomics 2,
-// SEND/WRITE/READ 1 + ADDFRAGCNT/2 (GEN_2 counts the pad slot), every
-// other opcode, known or not, 1.
+// (docs/hw-datapath.md "Quanta and ADDFRAGCNT", "Inline data", "Atomic
+// WQEs"): inline WQEs by INLINEDATALEN, atomics 2, SEND/WRITE/READ 1 +
+// ADDFRAGCNT/2 (GEN_2 counts the pad slot), every other opcode, known or not,
+// 1.
 func SQQuanta(h Header) int {
 	op := h.Opcode()
 	switch {
@@ -375,7 +381,8 @@ func (w *SQWQE) expectAddFragCnt(want int) {
 
 // decodeFrags reads the fragment slots of a SEND/WRITE/READ WQE: slot 0
 // unless it holds the immediate, then two per further quantum, as many as
-// ADDFRAGCNT + 1 covers (§3.4, §3.5).
+// ADDFRAGCNT + 1 covers (docs/hw-datapath.md "Fragments", "Quanta and
+// ADDFRAGCNT").
 func (w *SQWQE) decodeFrags(v WQEView, pol uint8, lim WQELimits) {
 	first := 0
 	if w.ImmFlag && w.Opcode.CarriesImm() {
@@ -423,8 +430,8 @@ func (w *SQWQE) decodeInline(v WQEView, pol uint8, lim WQELimits) {
 	}
 }
 
-// RQWQE is a decoded RQ WQE (datapath §4.1): fragment slots, ADDFRAGCNT
-// and VALID in qword3; qword2 is 0 (the wr_id stays in software).
+// RQWQE is a decoded RQ WQE (docs/hw-datapath.md "RQ WQE"): fragment slots,
+// ADDFRAGCNT and VALID in qword3; qword2 is 0 (the wr_id stays in software).
 type RQWQE struct {
 	Header     Header
 	Valid      bool

@@ -12,8 +12,9 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/qp"
 )
 
-// Header bits as the data-path sheet §3.2 lists them, written out here
-// so the tests do not lean on the decoder's own constants.
+// Header bits as defs.h IRDMAQPSQ_* defines them (docs/hw-datapath.md "SQ WQE
+// header"), written out here so the tests do not lean on the decoder's own
+// constants.
 const (
 	bValid     = uint64(1) << 63
 	bSig       = uint64(1) << 62
@@ -278,8 +279,9 @@ func TestDecodeSQNotValidAndShort(t *testing.T) {
 	}
 }
 
-// TestDecodeSQGarbage: bytes the header's lengths and flags do not cover
-// are ignored, whatever they hold (0xff after a wrap, §3.3 imm note).
+// TestDecodeSQGarbage: bytes the header's lengths and flags do not cover are
+// ignored, whatever they hold (0xff after a wrap; docs/hw-datapath.md "SQ WQE
+// body" on qword1 with an immediate).
 func TestDecodeSQGarbage(t *testing.T) {
 	// Second lap: polarity 0, the ring pre-filled with 0xff by
 	// irdma_clr_wqes. SEND with imm and one SGE: qword1 unwritten.
@@ -305,8 +307,9 @@ func TestDecodeSQGarbage(t *testing.T) {
 	}
 }
 
-// TestDecodeSQFixedLayouts decodes hand-written atomic, LOCAL_INV,
-// BIND_MW and FAST_REG WQEs laid out per datapath §3.8/§3.9.
+// TestDecodeSQFixedLayouts decodes hand-written atomic, LOCAL_INV, BIND_MW
+// and FAST_REG WQEs laid out per docs/hw-datapath.md "Atomic WQEs" and
+// "Memory and NOP WQEs".
 func TestDecodeSQFixedLayouts(t *testing.T) {
 	var w qp.SQWQE
 	p := qp.DecodeParams{Polarity: 1}
@@ -469,7 +472,8 @@ func TestOpcodeNames(t *testing.T) {
 }
 
 func TestInlineGeometry(t *testing.T) {
-	// irdma_inline_data_size_to_quanta boundaries (datapath §3.7).
+	// irdma_inline_data_size_to_quanta boundaries (docs/hw-datapath.md
+	// "Inline data").
 	for n, q := range map[int]int{0: 1, 8: 1, 9: 2, 39: 2, 40: 3, 70: 3, 71: 4, 101: 4, 102: 5, 132: 5, 133: 6, 163: 6, 164: 7, 194: 7, 195: 8, 255: 8} {
 		if got := qp.InlineQuanta(n); got != q {
 			t.Errorf("InlineQuanta(%d) = %d, want %d", n, got, q)

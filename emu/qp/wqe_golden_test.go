@@ -115,7 +115,8 @@ func wqeBytes(t testing.TB, qwords []string) []byte {
 func (w goldenWR) has(flag string) bool { return slices.Contains(w.Flags, flag) }
 
 // wantOpcode maps an ibv_send_wr opcode and flags to the hardware opcode
-// irdma_upost_send / irdma_post_send choose (datapath §2.2).
+// irdma_upost_send / irdma_post_send choose (docs/hw-datapath.md "Posting
+// from the kernel").
 func (w goldenWR) wantOpcode(t *testing.T) qp.Opcode {
 	sol := w.has("IBV_SEND_SOLICITED")
 	switch w.Opcode {

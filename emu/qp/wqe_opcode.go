@@ -2,9 +2,9 @@ package qp
 
 import "fmt"
 
-// Opcode is the hardware SQ opcode, header OPCODE [37:32] (datapath §2.1,
-// IRDMAQP_OP_* / IRDMA_OP_TYPE_*). It is also what a GEN_2 SQ CQE reports
-// in IRDMACQ_OP.
+// Opcode is the hardware SQ opcode, header OPCODE [37:32]
+// (docs/hw-datapath.md "SQ opcodes", IRDMAQP_OP_* / IRDMA_OP_TYPE_*). It is
+// also what a GEN_2 SQ CQE reports in IRDMACQ_OP.
 type Opcode uint8
 
 // Hardware SQ opcodes (GEN_2).
@@ -87,7 +87,7 @@ func (o Opcode) IsAtomic() bool { return o == OpAtomicFetchAdd || o == OpAtomicC
 
 // Solicited reports whether the opcode itself asks for a solicited event:
 // irdma encodes IB_SEND_SOLICITED in the opcode, not in a header bit
-// (datapath §2.2).
+// (docs/hw-datapath.md "SQ opcodes").
 func (o Opcode) Solicited() bool {
 	return o == OpSendSolicited || o == OpSendSolicitedInv || o == OpRDMAWriteSolicited
 }

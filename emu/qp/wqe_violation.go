@@ -7,12 +7,12 @@ import "fmt"
 // and in the engine's counters, so new codes are only ever appended.
 //
 // Each code documents the reaction we intend the engine to give it. Which
-// condition raises which asynchronous event is defined by the hardware,
-// and the irdma sources only name the AE codes (datapath §7.3); the
-// choices below are our reading of those names (inference), kept in one
-// table (Reaction) so the engine maps them in one place. A fatal reaction
-// means: raise the AE on the QP's AEQ with the SQ (or RQ) as source, move
-// the QP to ERROR and flush its WQEs; irdma_ae_to_qp_err_code turns the
+// condition raises which asynchronous event is defined by the hardware, and
+// the irdma sources only name the AE codes (docs/hw-datapath.md "AE to flush
+// code"); the choices below are our reading of those names (inference), kept
+// in one table (Reaction) so the engine maps them in one place. A fatal
+// reaction means: raise the AE on the QP's AEQ with the SQ (or RQ) as source,
+// move the QP to ERROR and flush its WQEs; irdma_ae_to_qp_err_code turns the
 // AE into the flush minor code of the resulting CQEs (0x020a →
 // FLUSH_LOC_QP_OP_ERR, 0x020b/0x020c → FLUSH_GENERAL_ERR).
 type ViolationCode uint8
@@ -81,7 +81,7 @@ const (
 )
 
 // Asynchronous event codes the WQE violations map to (irdma user.h
-// IRDMA_AE_*, datapath §7.3).
+// IRDMA_AE_*, docs/hw-controlpath.md "AE codes").
 const (
 	AEWQEUnexpectedOpcode uint16 = 0x020a
 	AEWQEInvalidParameter uint16 = 0x020b

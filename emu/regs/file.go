@@ -73,7 +73,7 @@ type spec struct {
 }
 
 // gen2 is the GEN_2 PF register map: every register irdma touches
-// (icrdma_hw.h; irdma-controlpath.md §1.2, irdma-datapath.md §5.6).
+// (icrdma_hw.h; docs/hw-controlpath.md "Registers").
 var gen2 = []spec{
 	{name: "CQPDB", base: CQPDB},
 	{name: "CQPTAIL", base: CQPTAIL}, // driver writes 0 at irdma_sc_cqp_init
@@ -88,7 +88,8 @@ var gen2 = []spec{
 	// 8 MiB BAR: PE_DB_SIZE = 2 (irdma_sc_dev_init accepts 1 or 2; the
 	// doorbell page sits at 8 MiB − 64 KiB).
 	{name: "GLPCI_LBARCTRL", base: GLPCI_LBARCTRL, access: RO, reset: PEDBSize8M << 4},
-	// Ready from the first read, or driver load stalls up to 14 s (errata I6).
+	// Ready from the first read, or driver load stalls up to 14 s
+	// (ctrl.c:irdma_wait_pe_ready).
 	{name: "GLPE_CPUSTATUS0", base: GLPE_CPUSTATUS0, access: RO, reset: CPUStatusReady},
 	{name: "GLPE_CPUSTATUS1", base: GLPE_CPUSTATUS1, access: RO, reset: CPUStatusReady},
 	{name: "GLPE_CPUSTATUS2", base: GLPE_CPUSTATUS2, access: RO, reset: CPUStatusReady},

@@ -6,9 +6,9 @@
 //
 // Names follow the hardware/driver symbols (PFPE_CQPDB → CQPDB, GLINT_DYN_CTL,
 // …) so that the driver sources can be grepped for them; every offset and
-// mask cites the driver symbol it comes from (icrdma_hw.h, irdma.h), read
-// through irdma-controlpath.md §1.2, irdma-datapath.md §5.6 and the errata
-// (§9, I3).
+// mask cites the driver symbol it comes from (icrdma_hw.h, irdma.h; the
+// table is in docs/hw-controlpath.md "Registers", the user doorbell page in
+// docs/hw-datapath.md "User doorbell page").
 //
 // # Semantics
 //
@@ -82,7 +82,7 @@ const (
 	// (irdma_sc_dev_init).
 	GLPCI_LBARCTRL Offset = 0x0009de74
 	// GLPE_CPUSTATUS0..2 must each read CPUStatusReady before the driver
-	// proceeds (irdma_wait_pe_ready, up to 14 polls 1 s apart: errata I6).
+	// proceeds (ctrl.c:irdma_wait_pe_ready, up to 14 polls 1 s apart).
 	GLPE_CPUSTATUS0 Offset = 0x0050ba5c
 	GLPE_CPUSTATUS1 Offset = 0x0050ba60
 	GLPE_CPUSTATUS2 Offset = 0x0050ba64
@@ -133,11 +133,12 @@ const (
 	// DB_ADDR_OFFSET is the user doorbell page: 8 MiB − 64 KiB
 	// (ICRDMA_DB_ADDR_OFFSET, hw_regs[IRDMA_DB_ADDR_OFFSET]).
 	DB_ADDR_OFFSET Offset = 8<<20 - 64<<10
-	// DBSQ is where user space stores the QP id (the page's +0,
-	// rdma-core irdma_ucreate_qp wqe_alloc_db; errata I3).
+	// DBSQ is where user space stores the QP id (the page's +0, rdma-core
+	// irdma_ucreate_qp wqe_alloc_db; docs/hw-datapath.md "User doorbell
+	// page").
 	DBSQ = DB_ADDR_OFFSET
 	// DBCQ is where user space stores the CQ id to arm a CQ (+64,
-	// IRDMA_DB_CQ_OFFSET; errata I3).
+	// IRDMA_DB_CQ_OFFSET; docs/hw-datapath.md "User doorbell page").
 	DBCQ = DB_ADDR_OFFSET + 64
 	// HWPageSize is the BAR page granule (IRDMA_HW_PAGE_SIZE).
 	HWPageSize = 4096

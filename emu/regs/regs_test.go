@@ -13,8 +13,7 @@ import (
 )
 
 // TestOffsets pins every offset to the value in icrdma_hw.h as listed in
-// irdma-controlpath.md §1.2 / irdma-datapath.md §5.6 (verified by the errata
-// §9).
+// docs/hw-controlpath.md "Registers".
 func TestOffsets(t *testing.T) {
 	tests := []struct {
 		name string

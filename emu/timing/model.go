@@ -142,15 +142,18 @@ func (m *Linear) Cost(s Stage, bytes int) Cycles {
 
 // Default E810-like parameters (docs/timing.md explains each).
 const (
-	// E810ClockHz: 1 GHz, so one cycle is one nanosecond. The E810 core
-	// clock is not public; 1 GHz is the hca_core_clock the driver reports
-	// for GEN_3 (irdma-datapath.md §8.2) and keeps the tables readable.
+	// E810ClockHz: 1 GHz, so one cycle is one nanosecond. The E810 core clock
+	// is not public; 1 GHz is the hca_core_clock the driver reports for GEN_3
+	// (verbs.c irdma_query_device; docs/hw-datapath.md "GEN_2 capabilities")
+	// and keeps the tables readable.
 	E810ClockHz = 1_000_000_000
-	// E810LinkBitsPerSec: 100 GbE (E810-CQDA2, roce-rxe.md §7).
+	// E810LinkBitsPerSec: 100 GbE (E810-CQDA2, docs/roce.md "Wire overhead
+	// and E810 figures").
 	E810LinkBitsPerSec = 100_000_000_000
 	// E810WireOverhead: bytes on the wire outside the RoCEv2 UDP payload:
-	// preamble+SFD 8, Ethernet header 14, FCS 4, inter-frame gap 12, IPv4
-	// 20, UDP 8 (roce-rxe.md §7: 82 bytes with BTH and ICRC).
+	// preamble+SFD 8, Ethernet header 14, FCS 4, inter-frame gap 12, IPv4 20,
+	// UDP 8 (docs/roce.md "Wire overhead and E810 figures": 82 bytes with BTH
+	// and ICRC).
 	E810WireOverhead = 66
 	// E810PCIeBytesPerSec: PCIe 4.0 x16, 16 GT/s × 16 lanes × 128/130 =
 	// 31.5 GB/s per direction, less TLP/DLLP overhead at 256-byte payloads
@@ -161,7 +164,8 @@ const (
 	E810InternalBytesPerSec = 64 * E810ClockHz
 	// E810SingleQPBitsPerSec is not a stage cost but a pacing cap for the
 	// data plane: Intel measures about 49 Gb/s for one QP with ib_send_bw
-	// and states one QP cannot reach line rate (roce-rxe.md §7, INTEL-KB1).
+	// and states one QP cannot reach line rate (Intel support article
+	// 000059783; docs/roce.md "Wire overhead and E810 figures").
 	E810SingleQPBitsPerSec = 50_000_000_000
 )
 

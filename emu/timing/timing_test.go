@@ -330,10 +330,10 @@ func TestE810SmallWrite(t *testing.T) {
 	}
 }
 
-// TestE810Goodput checks the serialisation stage against the goodput
-// ceilings derived in roce-rxe.md §7 (82 bytes of overhead per packet:
-// 92.6 % of line rate at PMTU 1024, 98.0 % at 4096), within the rounding to
-// whole cycles.
+// TestE810Goodput checks the serialisation stage against the goodput ceilings
+// derived in docs/roce.md "Wire overhead and E810 figures" (82 bytes of
+// overhead per packet: 92.6 % of line rate at PMTU 1024, 98.0 % at 4096),
+// within the rounding to whole cycles.
 func TestE810Goodput(t *testing.T) {
 	m := timing.E810()
 	for _, tc := range []struct {

@@ -21,7 +21,7 @@ func unhex(t testing.TB, s string) []byte {
 	return b
 }
 
-// Golden vectors of roce-rxe.md §1.8 (scapy test/contrib/roce.uts).
+// Golden vectors of docs/roce.md "ICRC" (scapy test/contrib/roce.uts).
 var (
 	// A ConnectX-4 Lx CNP: IPv4 TOS 0xC2, TTL 64, BECN set, DestQP 0x118.
 	goldenCNPFrame = `e41d2dab2bc2 7cfe90643b32 0800 |

@@ -12,8 +12,9 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/qp"
 )
 
-// rawSQ writes SQ WQEs by hand (irdma-datapath.md §3): body first, header
-// (qword3) last with the ring's polarity, as irdma's builders do.
+// rawSQ writes SQ WQEs by hand (docs/hw-datapath.md "SQ WQE body", "Valid bit
+// and NOP padding"): body first, header (qword3) last with the ring's
+// polarity, as irdma's builders do.
 type rawSQ struct {
 	t    *testing.T
 	mem  *hostmem.Memory

@@ -9,12 +9,12 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/regs"
 )
 
-// Data-plane helpers: CQs, QPs, MRs, ARP entries and address handles set
-// up through hand-written CQP WQEs, the way irdma's verbs issue them
-// (irdma-controlpath.md §2.2–§5), so that the data plane can be driven in
-// tests without the driver half. Rings live in their own host-memory
-// regions, so a test can hand their bytes (Region.Bytes) to a WQE builder
-// and a CQE poller.
+// Data-plane helpers: CQs, QPs, MRs, ARP entries and address handles set up
+// through hand-written CQP WQEs, the way irdma's verbs issue them
+// (docs/hw-controlpath.md, the WQE sections to "PBLEs"), so that the data
+// plane can be driven in tests without the driver half. Rings live in their
+// own host-memory regions, so a test can hand their bytes (Region.Bytes) to a
+// WQE builder and a CQE poller.
 
 // CQ is a CQ created with CreateCQ.
 type CQ struct {
@@ -48,7 +48,7 @@ func (e *Env) CreateCQ(id, size uint32) *CQ {
 }
 
 // QPSpec describes a RoCE QP: the host context fields irdma writes
-// (irdma-controlpath.md §3.2) and the ring sizes.
+// (docs/hw-controlpath.md "QP host context") and the ring sizes.
 type QPSpec struct {
 	ID       uint32
 	UD       bool   // RoCE UD (QPTYPE 4) instead of RC (3)

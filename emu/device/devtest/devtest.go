@@ -1,10 +1,11 @@
 // Package devtest brings an emulated device up the way irdma does
-// (hw.c:irdma_ctrl_init_hw, irdma-controlpath.md §1.3), driving it only
-// through its hardware interface: CQP WQEs written by hand into host
+// (hw.c:irdma_ctrl_init_hw, docs/hw-controlpath.md "Bring-up order"), driving
+// it only through its hardware interface: CQP WQEs written by hand into host
 // memory, register writes, CCQEs read back. Device tests and the CQP fuzz
 // target share it.
 //
-// Every WQE here is spelled out qword by qword from the reference tables,
+// Every WQE here is spelled out qword by qword from the ctrl.c layouts
+// (docs/hw-controlpath.md),
 // not produced by an encoder, so that a bug shared by an encoder and the
 // device's decoder cannot pass.
 package devtest
@@ -342,7 +343,7 @@ func (e *Env) QueryFPM() {
 }
 
 // CommitFPM runs COMMIT_FPM_VAL with Counts and a 176-byte BUFSIZE (the
-// oldest kernels' size, errata V1).
+// oldest kernels' size, docs/hw-controlpath.md "FPM WQEs").
 func (e *Env) CommitFPM() {
 	buf := e.Scr(208, 8)
 	for off, n := range Counts {
@@ -488,8 +489,9 @@ func CreateAEQ(pa hostmem.IOVA) [8]uint64 {
 func (e *Env) ArmCCQ() { e.ArmCQ(0, e.CCQSh.IOVA(), true) }
 
 // ArmCQ arms any CQ through its shadow area and the CQARM register; next
-// selects ARM_NEXT (any completion), else solicited only. ARM_NEXT_SE is
-// set on every arm (errata W1).
+// selects ARM_NEXT (any completion), else solicited only. ARM_NEXT_SE is set
+// on every arm (uk.c irdma_uk_cq_request_notification; docs/hw-datapath.md
+// "CQ shadow area and arming").
 func (e *Env) ArmCQ(id uint32, shadow hostmem.IOVA, next bool) {
 	v, _ := e.Mem.Load64(shadow + 32)
 	seq := (v>>16 + 1) & 3

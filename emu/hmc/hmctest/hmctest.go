@@ -44,8 +44,8 @@ type Env struct {
 }
 
 // CommitBuffer returns a 208-byte COMMIT_FPM_VAL buffer with the counts at
-// the irdma-controlpath.md §6.3 offsets (what ctrl.c:irdma_sc_cfg_iw_fpm
-// writes; APBVT and +120 stay 0).
+// the docs/hw-controlpath.md "COMMIT_FPM_VAL buffer" offsets (what
+// ctrl.c:irdma_sc_cfg_iw_fpm writes; APBVT and +120 stay 0).
 func CommitBuffer(counts [hmc.NumObjTypes]uint32) []byte {
 	buf := make([]byte, 208)
 	for t := hmc.ObjType(0); t < hmc.NumObjTypes; t++ {

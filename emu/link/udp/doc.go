@@ -15,17 +15,18 @@
 //   - Sending. The socket is unconnected and has IP_MTU_DISCOVER =
 //     IP_PMTUDISC_DO, so Linux sends with DF and IP ID 0
 //     (ip_select_ident_segs), which lets the device compute the ICRC before
-//     the kernel builds the IP header (measured: design.md). The link sends
+//     the kernel builds the IP header (measured: docs/interop.md "Measured:
+//     the guest's network and what rxe accepts"). The link sends
 //     each frame's UDP payload (BTH..ICRC) to the destination address of its
 //     IP header, port 4791, with the frame's TOS/traffic class and
 //     TTL/hop limit as per-datagram control messages, from the socket bound
 //     to the frame's source address, batched with sendmmsg (x/net
 //     WriteBatch), looping on partial writes. The UDP source port is the
 //     socket's, 4791, for every QP of the port: rxe does not check source
-//     ports (roce-rxe.md §1.2). The ICRC covers the source port, so a frame
-//     built with another port (a per-QP one) is resealed: its ICRC is
-//     recomputed for the header the kernel will write (Counters.Resealed;
-//     Link.SourcePort lets the device avoid it).
+//     ports (docs/roce.md "UDP ports and checksum"). The ICRC covers the
+//     source port, so a frame built with another port (a per-QP one) is
+//     resealed: its ICRC is recomputed for the header the kernel will
+//     write (Counters.Resealed; Link.SourcePort lets the device avoid it).
 //   - Receiving. recvmmsg into pool packets at a fixed headroom, with
 //     IP_PKTINFO/IPV6_RECVPKTINFO, IP_RECVTTL/IPV6_RECVHOPLIMIT and
 //     IP_RECVTOS/IPV6_RECVTCLASS, and UDP_NO_CHECK6_RX on IPv6 sockets (rxe

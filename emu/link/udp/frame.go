@@ -155,7 +155,7 @@ func (f *located) icrc(b []byte) uint32 {
 }
 
 // storedICRC returns the ICRC the frame carries: the last four payload
-// bytes, least significant byte first (rxe_icrc.c, roce-rxe.md §1.8).
+// bytes, least significant byte first (rxe_icrc.c, docs/roce.md "ICRC").
 func (f *located) storedICRC(b []byte) uint32 {
 	end := f.payload + f.payloadLen()
 	return binary.LittleEndian.Uint32(b[end-wire.ICRCSize : end])
@@ -169,8 +169,9 @@ func (f *located) storedICRC(b []byte) uint32 {
 //
 // What Linux writes: IPv4 ID 0 and DF, because the socket is unconnected
 // and has IP_PMTUDISC_DO (ip_select_ident_segs sets the ID to 0 for DF
-// packets of sockets without a destination; measured, design.md "Decisions
-// already measured"); the total length from the payload; the socket's
+// packets of sockets without a destination, include/net/ip.h; measured,
+// docs/interop.md "Measured: the guest's network and what rxe accepts");
+// the total length from the payload; the socket's
 // source address and port. TOS/traffic class, TTL/hop limit, the IPv6 flow
 // label and the UDP checksum are masked out of the ICRC, and the link
 // passes the first two per packet.

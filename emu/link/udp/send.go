@@ -428,7 +428,8 @@ func (l *Link) sendFailed(err error, rest int) int {
 	case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.ENOBUFS):
 		r, skip = Reason(link.DropQueueFull), rest
 	case errors.Is(err, unix.EPERM):
-		// A netfilter drop in an output chain (rxe-guest.md): loss.
+		// A netfilter drop in an output chain (measured: docs/interop.md
+		// "Measured: the guest's network and what rxe accepts"): loss.
 		r = ReasonFiltered
 	case errors.Is(err, unix.EMSGSIZE):
 		r = Reason(link.DropTooBig)

@@ -22,9 +22,10 @@ import (
 // udpSock is one UDP socket bound to one of the port's addresses and port
 // 4791. It sends every frame whose source is that address (so the UDP
 // source port of everything the port sends from it is 4791: rxe does not
-// check the source port, roce-rxe.md §1.2) and receives what peers send
-// to it. A socket bound to 4791 is needed in every mode: without one the
-// kernel answers each RoCEv2 datagram with an ICMP port unreachable.
+// check the source port, docs/roce.md "UDP ports and checksum") and
+// receives what peers send to it. A socket bound to 4791 is needed in
+// every mode: without one the kernel answers each RoCEv2 datagram with an
+// ICMP port unreachable.
 type udpSock struct {
 	addr netip.Addr // unmapped, no zone
 	port uint16

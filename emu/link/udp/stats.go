@@ -24,7 +24,8 @@ const (
 	ReasonNoSocket
 	// ReasonFiltered: sendmmsg failed with EPERM, which is what an
 	// nftables/iptables drop in an output chain returns to the sender
-	// (measured: reference/rxe-guest.md). Loss, not a fault of the link.
+	// (measured: docs/interop.md "Measured: the guest's network and what
+	// rxe accepts"). Loss, not a fault of the link.
 	ReasonFiltered
 	// ReasonSendError: sendmmsg failed with another error (no route,
 	// address unavailable, ...). Counted as loss.

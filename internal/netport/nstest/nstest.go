@@ -263,7 +263,8 @@ type Capture struct {
 // (otherwise libpcap's TPACKET_V3 ring holds a block for up to a second and
 // frames captured just before the stop are counted "received by filter"
 // but never written), -U writes each at once, and -B gives the kernel
-// buffer room (rxe-guest.md).
+// buffer room (measured: docs/interop.md "Measured: the guest's network
+// and what rxe accepts").
 func StartCapture(tb testing.TB, n *NS, ifname string) *Capture {
 	tb.Helper()
 	testenv.Tool(tb, "tcpdump")
