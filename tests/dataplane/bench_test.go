@@ -43,7 +43,7 @@ func BenchmarkRCWrite(b *testing.B) {
 				if a.uq.SQDoorbell() {
 					a.n.env.Doorbell(a.q)
 				}
-				wcs = poll(a.us, wcs[:0])
+				wcs = poll(b, a.us, wcs[:0])
 				for _, wc := range wcs {
 					if wc.Status != uk.WCSuccess {
 						w.dump()
@@ -121,7 +121,7 @@ func allocsPerPacket(t testing.TB, ops, size int) (send, recv float64, pkts uint
 				if count {
 					recvA += dl
 				}
-				wcs = poll(a.us, wcs[:0])
+				wcs = poll(t, a.us, wcs[:0])
 				got += len(wcs)
 			}
 		}

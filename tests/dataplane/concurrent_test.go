@@ -13,12 +13,17 @@ import (
 )
 
 // waitWall polls c until n completions arrived (wall-clock worlds, where
-// the engines run on their own goroutines).
+// the engines run on their own goroutines). It may run on any goroutine:
+// a poll error is reported with Errorf and ends the wait.
 func waitWall(t *testing.T, c *uk.CQ, n int, what string) []uk.WorkCompletion {
 	var got []uk.WorkCompletion
 	deadline := time.Now().Add(30 * time.Second)
 	for len(got) < n {
-		got = poll(c, got)
+		var err error
+		if got, err = pollCQ(c, got); err != nil {
+			t.Errorf("%s: PollCmpl after %d of %d completions: %v", what, len(got), n, err)
+			return got
+		}
 		if time.Now().After(deadline) {
 			t.Errorf("%s: %d of %d completions", what, len(got), n)
 			return got

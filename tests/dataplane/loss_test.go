@@ -107,7 +107,7 @@ func TestLossyLink(t *testing.T) {
 		w.until("completions", func() bool {
 			return !a.us.Empty() || !b.ur.Empty()
 		})
-		for _, wc := range poll(b.ur, nil) {
+		for _, wc := range poll(t, b.ur, nil) {
 			for nextRecv < nextPost && !pend[nextRecv].recv {
 				nextRecv++
 			}
@@ -127,7 +127,7 @@ func TestLossyLink(t *testing.T) {
 			mustEqual(t, dst.bytes()[off:off+uint64(o.size)], src.bytes()[off:off+uint64(o.size)], "received payload")
 			nextRecv++
 		}
-		for _, wc := range poll(a.us, nil) {
+		for _, wc := range poll(t, a.us, nil) {
 			if wc.Status != uk.WCSuccess || wc.WrID != nextSend {
 				t.Fatalf("send completion %+v, want wr %d (status %v)", wc, nextSend, wc.Status)
 			}
@@ -150,7 +150,7 @@ func TestLossyLink(t *testing.T) {
 		}
 	}
 	w.until("last receive", func() bool {
-		for _, wc := range poll(b.ur, nil) {
+		for _, wc := range poll(t, b.ur, nil) {
 			_ = wc
 			nextRecv++
 		}
