@@ -294,6 +294,7 @@ type Counters struct {
 	OutOfSequence      atomic.Uint64 // requests ahead of ePSN
 	Duplicates         atomic.Uint64 // requests behind ePSN
 	ReadReplays        atomic.Uint64 // duplicate READs executed again
+	AtomicDuplicates   atomic.Uint64 // duplicate atomic requests (behind ePSN), replayed or not
 	AtomicReplays      atomic.Uint64 // duplicate atomics answered from the cache
 	AcksSent           atomic.Uint64 // ACK packets (not NAKs, not READ responses)
 	AcksCoalesced      atomic.Uint64 // AckReqs answered by a later ACK
@@ -315,6 +316,7 @@ type CounterSnapshot struct {
 	NAKsSent, NAKsRcvd                     [NumNAKKinds]uint64
 	OutOfSequence, Duplicates              uint64
 	ReadReplays, AtomicReplays             uint64
+	AtomicDuplicates                       uint64
 	AcksSent, AcksCoalesced                uint64
 	SQWQEs, RQWQEs, CQEs, FatalErrors      uint64
 	TxStalls                               uint64
@@ -330,7 +332,7 @@ func (c *Counters) Snapshot() CounterSnapshot {
 		RxPackets: c.RxPackets.Load(), RxBytes: c.RxBytes.Load(),
 		Retransmits: c.Retransmits.Load(), Timeouts: c.Timeouts.Load(), RNRWaits: c.RNRWaits.Load(),
 		OutOfSequence: c.OutOfSequence.Load(), Duplicates: c.Duplicates.Load(),
-		ReadReplays: c.ReadReplays.Load(), AtomicReplays: c.AtomicReplays.Load(),
+		ReadReplays: c.ReadReplays.Load(), AtomicReplays: c.AtomicReplays.Load(), AtomicDuplicates: c.AtomicDuplicates.Load(),
 		AcksSent: c.AcksSent.Load(), AcksCoalesced: c.AcksCoalesced.Load(),
 		SQWQEs: c.SQWQEs.Load(), RQWQEs: c.RQWQEs.Load(), CQEs: c.CQEs.Load(),
 		FatalErrors: c.FatalErrors.Load(), TxStalls: c.TxStalls.Load(),
@@ -360,6 +362,7 @@ func (s *CounterSnapshot) Add(o CounterSnapshot) {
 	s.Duplicates += o.Duplicates
 	s.ReadReplays += o.ReadReplays
 	s.AtomicReplays += o.AtomicReplays
+	s.AtomicDuplicates += o.AtomicDuplicates
 	s.AcksSent += o.AcksSent
 	s.AcksCoalesced += o.AcksCoalesced
 	s.SQWQEs += o.SQWQEs

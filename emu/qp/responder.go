@@ -564,6 +564,8 @@ func (r *responder) duplicate(t *Transport, ctx *Ctx, f *wire.Frame) {
 			}
 		}
 	case wire.OpCompareSwap, wire.OpFetchAdd:
+		t.C.AtomicDuplicates.Add(1)
+		ctx.Port.AtomicDuplicates.Add(1)
 		if x := r.find(kindAtomic, psn); x != nil && x.first == psn && !r.full() {
 			// Answered from the saved result, never executed again.
 			r.push(respItem{kind: itemAtomic, psn: psn, orig: x.orig})

@@ -123,8 +123,22 @@ func TestResponderDuplicates(t *testing.T) {
 	if f[0].Packet.AtomicAckETH.OrigRemoteData() != 40 || le.Uint64(r.mem(32768, 8)) != 42 {
 		t.Fatalf("replay original %d, memory %d", f[0].Packet.AtomicAckETH.OrigRemoteData(), le.Uint64(r.mem(32768, 8)))
 	}
-	if c := r.counters(); c.ReadReplays != 1 || c.AtomicReplays != 1 || c.Duplicates != 3 {
-		t.Fatalf("replays %d/%d duplicates %d", c.ReadReplays, c.AtomicReplays, c.Duplicates)
+	// A FETCH_ADD at the PSN of the SEND: a duplicate atomic with no saved
+	// result. It is counted among the duplicate atomics, dropped, and
+	// neither answered nor executed.
+	dup := fa
+	dup.BTH.PSN = peerPSN
+	r.inject(dup, nil)
+	r.run()
+	r.expect("duplicate atomic without a saved result")
+	if got := le.Uint64(r.mem(32768, 8)); got != 42 {
+		t.Fatalf("memory %d after an unmatched duplicate atomic", got)
+	}
+	c := r.counters()
+	if c.ReadReplays != 1 || c.AtomicReplays != 1 || c.AtomicDuplicates != 2 || c.Duplicates != 4 ||
+		c.Drops[qp.DropDuplicate] != 1 {
+		t.Fatalf("READ replays %d, atomic replays %d, atomic duplicates %d, duplicates %d, duplicate drops %d (want 1, 1, 2, 4, 1)",
+			c.ReadReplays, c.AtomicReplays, c.AtomicDuplicates, c.Duplicates, c.Drops[qp.DropDuplicate])
 	}
 }
 

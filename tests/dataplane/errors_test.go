@@ -9,6 +9,31 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/qp"
 )
 
+// Codes of the hardware contract, written by hand from the Linux driver
+// (drivers/infiniband/hw/irdma) so that the device's own constants are
+// checked rather than trusted: the CQE major of an error or flushed WQE
+// (IRDMA_FLUSH_MAJOR_ERR, user.h), its minors (enum irdma_flush_opcode,
+// user.h; irdma_ae_to_qp_err_code picks one per AE and
+// irdma_flush_err_to_ib_wc_status in verbs.c turns it into the
+// ib_wc_status) and the AEQE sources (IRDMA_AE_SOURCE_*, defs.h).
+const (
+	majorFlush = 1 // IRDMA_FLUSH_MAJOR_ERR
+
+	flushGeneral   = 1  // FLUSH_GENERAL_ERR → IB_WC_WR_FLUSH_ERR
+	flushProt      = 2  // FLUSH_PROT_ERR → IB_WC_LOC_PROT_ERR
+	flushRemAccess = 3  // FLUSH_REM_ACCESS_ERR → IB_WC_REM_ACCESS_ERR
+	flushLocQPOp   = 4  // FLUSH_LOC_QP_OP_ERR → IB_WC_LOC_QP_OP_ERR
+	flushRemOp     = 5  // FLUSH_REM_OP_ERR → IB_WC_REM_OP_ERR
+	flushLocLen    = 6  // FLUSH_LOC_LEN_ERR → IB_WC_LOC_LEN_ERR
+	flushRetryExc  = 8  // FLUSH_RETRY_EXC_ERR → IB_WC_RETRY_EXC_ERR
+	flushRemInvReq = 10 // FLUSH_REM_INV_REQ_ERR → IB_WC_REM_INV_REQ_ERR
+
+	aeSourceRQ    = 0x1 // IRDMA_AE_SOURCE_RQ
+	aeSourceSQ    = 0x5 // IRDMA_AE_SOURCE_SQ
+	aeSourceInRR  = 0x9 // IRDMA_AE_SOURCE_IN_RR_WR
+	aeSourceOutRR = 0xd // IRDMA_AE_SOURCE_OUT_RR
+)
+
 // aes drains node n's AEQ.
 func (n *node) aes() []cq.AEQE {
 	var out []cq.AEQE
@@ -35,7 +60,9 @@ func (e *ep) state() qp.State { return e.n.env.Dev.QPs().Get(e.q.Spec.ID).State(
 
 // driverFlush does what irdma does after a QP AE (hw.c irdma_process_aeq,
 // verbs.c irdma_modify_qp_roce): MODIFY_QP to ERROR, then FLUSH_WQES of
-// both queues with the flush code of the AE for the queue that raised it.
+// both queues (hw.c irdma_flush_wqes): FLUSH_GENERAL_ERR, except the AE's
+// flush code for the queue the AE named. The caller passes both codes,
+// written by hand.
 func (e *ep) driverFlush(t *testing.T, sqMinor, rqMinor uint16) devtest.Completion {
 	t.Helper()
 	e.n.env.MustOK(e.n.env.ModifyQP(e.q, devtest.StateError), "MODIFY_QP ERROR")
@@ -64,19 +91,19 @@ func TestRetryExceeded(t *testing.T) {
 	if s, _ := a.n.eng.QPStats(a.q.Spec.ID); s.Timeouts != 4 || s.Retransmits == 0 {
 		t.Fatalf("timeouts %d (want REXMIT_THRESH+1 = 4), retransmits %d", s.Timeouts, s.Retransmits)
 	}
-	wantAE(t, a.n, a.q.Spec.ID, qp.AELLPTooManyRetries, cq.AESourceSQ)
+	wantAE(t, a.n, a.q.Spec.ID, 0x050a /* LLP_TOO_MANY_RETRIES */, aeSourceSQ)
 	if a.state() != qp.StateError || b.state() != qp.StateRTS {
 		t.Fatalf("states %v %v", a.state(), b.state())
 	}
 	// The driver's flush finds the WRITE the device had not completed; its
 	// flush CQE is consumed by software, which already reported it.
-	a.n.env.MustOK(a.driverFlush(t, cq.FlushRetryExcErr, cq.FlushGeneralErr), "FLUSH_WQES")
-	if got := poll(a.us, nil); len(got) != 0 {
+	a.n.env.MustOK(a.driverFlush(t, flushRetryExc, flushGeneral), "FLUSH_WQES")
+	if got := poll(t, a.us, nil); len(got) != 0 {
 		t.Fatalf("after flush: %+v", got)
 	}
 	w.pair.SetUp(true)
-	b.n.env.MustOK(b.driverFlush(t, cq.FlushGeneralErr, cq.FlushGeneralErr), "FLUSH_WQES B")
-	rc := poll(b.ur, nil)
+	b.n.env.MustOK(b.driverFlush(t, flushGeneral, flushGeneral), "FLUSH_WQES B")
+	rc := poll(t, b.ur, nil)
 	if len(rc) != 1 || rc[0].WrID != 50 || rc[0].Status != uk.WCWRFlushErr {
 		t.Fatalf("B receive after flush: %+v", rc)
 	}
@@ -108,11 +135,11 @@ func TestRNR(t *testing.T) {
 		if now := w.man.Now(); now < 1280e3 {
 			t.Fatalf("gave up after %v", now)
 		}
-		wantAE(t, a.n, a.q.Spec.ID, qp.AELLPTooManyRNRs, cq.AESourceSQ)
+		wantAE(t, a.n, a.q.Spec.ID, 0x050f /* LLP_TOO_MANY_RNRS */, aeSourceSQ)
 		if a.state() != qp.StateError || b.state() != qp.StateRTS || len(b.n.aes()) != 0 {
 			t.Fatalf("states %v %v", a.state(), b.state())
 		}
-		if got := poll(b.ur, nil); len(got) != 0 {
+		if got := poll(t, b.ur, nil); len(got) != 0 {
 			t.Fatalf("responder completions %+v", got)
 		}
 	})
@@ -145,8 +172,10 @@ func TestRemoteErrors(t *testing.T) {
 		// requester side
 		aStatus uk.WCStatus
 		aAE     uint16
+		aMinor  uint16 // irdma_ae_to_qp_err_code(aAE), by hand
 		// responder side
 		bAE     uint16
+		bMinor  uint16 // irdma_ae_to_qp_err_code(bAE), by hand
 		bSrc    uint8
 		bStatus uk.WCStatus // the receive WQE's status, 0 when none completes
 		nak     qp.NAKKind
@@ -157,8 +186,8 @@ func TestRemoteErrors(t *testing.T) {
 				a.post(uk.SendWR{WrID: 1, Opcode: uk.WRRDMAWrite, Flags: uk.SendSignaled,
 					SGList: []uk.SGE{{Addr: src.va, Length: 64, LKey: src.stag}}, RemoteAddr: dst.va, RKey: dst.stag ^ 0x01})
 			},
-			aStatus: uk.WCRemAccessErr, aAE: qp.AEIBRemoteAccessError,
-			bAE: 0x0106 /* BAD_STAG_KEY */, bSrc: cq.AESourceInRR, nak: qp.NAKRemAccess,
+			aStatus: uk.WCRemAccessErr, aAE: 0x020d /* IB_REMOTE_ACCESS_ERROR */, aMinor: flushRemAccess,
+			bAE: 0x0106 /* AMP_BAD_STAG_KEY */, bMinor: flushProt, bSrc: aeSourceInRR, nak: qp.NAKRemAccess,
 		},
 		{
 			name: "remote access (READ beyond the MR)",
@@ -166,8 +195,8 @@ func TestRemoteErrors(t *testing.T) {
 				a.post(uk.SendWR{WrID: 1, Opcode: uk.WRRDMARead, Flags: uk.SendSignaled,
 					SGList: []uk.SGE{{Addr: src.va, Length: 64, LKey: src.stag}}, RemoteAddr: dst.va + 4090, RKey: dst.stag})
 			},
-			aStatus: uk.WCRemAccessErr, aAE: qp.AEIBRemoteAccessError,
-			bAE: 0x0108 /* BOUNDS_VIOLATION */, bSrc: cq.AESourceInRR, nak: qp.NAKRemAccess,
+			aStatus: uk.WCRemAccessErr, aAE: 0x020d /* IB_REMOTE_ACCESS_ERROR */, aMinor: flushRemAccess,
+			bAE: 0x0108 /* AMP_BOUNDS_VIOLATION */, bMinor: flushProt, bSrc: aeSourceInRR, nak: qp.NAKRemAccess,
 		},
 		{
 			name: "invalid request (message longer than the receive buffer)",
@@ -176,8 +205,9 @@ func TestRemoteErrors(t *testing.T) {
 				a.post(uk.SendWR{WrID: 1, Opcode: uk.WRSend, Flags: uk.SendSignaled,
 					SGList: []uk.SGE{{Addr: src.va, Length: 2000, LKey: src.stag}}})
 			},
-			aStatus: uk.WCRemInvReqErr, aAE: qp.AEIBInvalidRequest,
-			bAE: qp.AEMsgTooLongForBuffer, bSrc: cq.AESourceRQ, bStatus: uk.WCLocLenErr, nak: qp.NAKInvReq,
+			aStatus: uk.WCRemInvReqErr, aAE: 0x0208 /* IB_INVALID_REQUEST */, aMinor: flushRemInvReq,
+			bAE: 0x0303 /* DDP_UBE_DDP_MESSAGE_TOO_LONG_FOR_AVAILABLE_BUFFER */, bMinor: flushLocLen,
+			bSrc: aeSourceRQ, bStatus: uk.WCLocLenErr, nak: qp.NAKInvReq,
 		},
 		{
 			name: "remote operational (receive SGE with a bad L_Key)",
@@ -186,8 +216,8 @@ func TestRemoteErrors(t *testing.T) {
 				a.post(uk.SendWR{WrID: 1, Opcode: uk.WRSend, Flags: uk.SendSignaled,
 					SGList: []uk.SGE{{Addr: src.va, Length: 64, LKey: src.stag}}})
 			},
-			aStatus: uk.WCRemOpErr, aAE: qp.AEIBRemoteOpError,
-			bAE: 0x0102 /* UNALLOCATED_STAG */, bSrc: cq.AESourceRQ, bStatus: uk.WCLocProtErr, nak: qp.NAKRemOp,
+			aStatus: uk.WCRemOpErr, aAE: 0x020e /* IB_REMOTE_OP_ERROR */, aMinor: flushRemOp,
+			bAE: 0x0102 /* AMP_UNALLOCATED_STAG */, bMinor: flushProt, bSrc: aeSourceRQ, bStatus: uk.WCLocProtErr, nak: qp.NAKRemOp,
 		},
 		{
 			name: "invalid request (WRITE to a QP without remote write)",
@@ -197,8 +227,9 @@ func TestRemoteErrors(t *testing.T) {
 				a.post(uk.SendWR{WrID: 1, Opcode: uk.WRRDMAWrite, Flags: uk.SendSignaled,
 					SGList: []uk.SGE{{Addr: src.va, Length: 64, LKey: src.stag}}, RemoteAddr: dst.va, RKey: dst.stag})
 			},
-			aStatus: uk.WCRemInvReqErr, aAE: qp.AEIBInvalidRequest,
-			bAE: qp.AEInvalidRequest, bSrc: cq.AESourceRQ, nak: qp.NAKInvReq,
+			aStatus: uk.WCRemInvReqErr, aAE: 0x0208 /* IB_INVALID_REQUEST */, aMinor: flushRemInvReq,
+			bAE: 0x0223 /* INVALID_REQUEST: not among irdma_ae_to_qp_err_code's cases */, bMinor: flushGeneral,
+			bSrc: aeSourceRQ, nak: qp.NAKInvReq,
 		},
 	}
 	for _, c := range cases {
@@ -209,27 +240,27 @@ func TestRemoteErrors(t *testing.T) {
 			dst := b.n.newMR(4096, devtest.RightsAll, b.pd)
 			c.run(a, b, src, dst)
 			wc := a.waitSend(1)[0]
-			if wc.Status != c.aStatus || wc.WrID != 1 {
-				t.Fatalf("requester wc %+v, want status %v", wc, c.aStatus)
+			if wc.Status != c.aStatus || wc.WrID != 1 || wc.VendorErr != majorFlush<<16|uint32(c.aMinor) {
+				t.Fatalf("requester wc %+v, want status %v, vendor error %#x", wc, c.aStatus, majorFlush<<16|uint32(c.aMinor))
 			}
-			wantAE(t, a.n, a.q.Spec.ID, c.aAE, cq.AESourceSQ)
+			wantAE(t, a.n, a.q.Spec.ID, c.aAE, aeSourceSQ)
 			wantAE(t, b.n, b.q.Spec.ID, c.bAE, c.bSrc)
 			if a.state() != qp.StateError || b.state() != qp.StateError {
 				t.Fatalf("states %v %v", a.state(), b.state())
 			}
 			if c.bStatus != 0 {
 				rc := b.waitRecv(1)[0]
-				if rc.Status != c.bStatus || rc.WrID != 7 {
-					t.Fatalf("responder wc %+v, want %v", rc, c.bStatus)
+				if rc.Status != c.bStatus || rc.WrID != 7 || rc.VendorErr != majorFlush<<16|uint32(c.bMinor) {
+					t.Fatalf("responder wc %+v, want %v, vendor error %#x", rc, c.bStatus, majorFlush<<16|uint32(c.bMinor))
 				}
 			}
 			if s, _ := b.n.eng.QPStats(b.q.Spec.ID); s.NAKsSent[c.nak] != 1 {
 				t.Fatalf("NAKs sent %v", s.NAKsSent)
 			}
 			// The driver's flush after the AE is accepted on both sides.
-			a.driverFlush(t, qp.FlushCodeForAE(c.aAE), cq.FlushGeneralErr)
-			b.driverFlush(t, cq.FlushGeneralErr, qp.FlushCodeForAE(c.bAE))
-			if got := poll(a.us, nil); len(got) != 0 {
+			a.driverFlush(t, c.aMinor, flushGeneral)
+			b.driverFlush(t, flushGeneral, c.bMinor)
+			if got := poll(t, a.us, nil); len(got) != 0 {
 				t.Fatalf("A after flush %+v", got)
 			}
 		})

@@ -177,6 +177,21 @@ func (w *world) until(what string, cond func() bool) {
 	}
 }
 
+// quiesce steps a stepped world until nothing at all is pending: no
+// engine has work, no frame is in flight and no timer is armed.
+func (w *world) quiesce(what string) {
+	w.t.Helper()
+	if !w.o.stepped {
+		w.t.Fatalf("%s: quiesce needs a stepped world", what)
+	}
+	for i := 0; w.step(); i++ {
+		if i == 1_000_000 {
+			w.dump()
+			w.t.Fatalf("%s: still busy after %d steps", what, i)
+		}
+	}
+}
+
 // ep is one QP with its CQs and the driver's view of them.
 type ep struct {
 	n        *node
@@ -294,19 +309,34 @@ func (e *ep) recv(wrs ...uk.RecvWR) {
 	}
 }
 
-// poll returns the completions available on c.
-func poll(c *uk.CQ, out []uk.WorkCompletion) []uk.WorkCompletion {
+// pollCQ returns the completions available on c, stopping at the first
+// error PollCmpl reports other than an empty CQ: a CQE the driver cannot
+// match to a QP (a wrong QP context, a destroyed QP) or to a WQE is a
+// device bug, never something to skip.
+func pollCQ(c *uk.CQ, out []uk.WorkCompletion) ([]uk.WorkCompletion, error) {
 	for {
 		var info uk.CQPollInfo
 		err := c.PollCmpl(&info)
 		if errors.Is(err, uk.ErrCQEmpty) {
-			return out
+			return out, nil
 		}
 		if err != nil {
-			continue // a CQE of a destroyed QP: consumed, poll again
+			return out, err
 		}
 		out = append(out, uk.ProcessCQE(&info))
 	}
+}
+
+// poll returns the completions available on c; any PollCmpl error fails
+// the test. Only for the test's own goroutine (it calls Fatalf); other
+// goroutines use pollCQ.
+func poll(t testing.TB, c *uk.CQ, out []uk.WorkCompletion) []uk.WorkCompletion {
+	t.Helper()
+	out, err := pollCQ(c, out)
+	if err != nil {
+		t.Fatalf("PollCmpl on CQ after %d completions: %v", len(out), err)
+	}
+	return out
 }
 
 // wait steps the world until n completions arrived on c.
@@ -314,7 +344,7 @@ func (e *ep) wait(c *uk.CQ, n int, what string) []uk.WorkCompletion {
 	e.n.w.t.Helper()
 	var got []uk.WorkCompletion
 	e.n.w.until(what, func() bool {
-		got = poll(c, got)
+		got = poll(e.n.w.t, c, got)
 		return len(got) >= n
 	})
 	return got

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/irdma-emu/irdma-emu/driver/uk"
-	"github.com/irdma-emu/irdma-emu/emu/cq"
 	"github.com/irdma-emu/irdma-emu/emu/device/devtest"
 	"github.com/irdma-emu/irdma-emu/emu/mr"
 	"github.com/irdma-emu/irdma-emu/emu/qp"
@@ -18,7 +17,13 @@ func (e *ep) pollInfo(what string) uk.CQPollInfo {
 	var info uk.CQPollInfo
 	e.n.w.until(what, func() bool {
 		err := e.us.PollCmpl(&info)
-		return !errors.Is(err, uk.ErrCQEmpty)
+		if errors.Is(err, uk.ErrCQEmpty) {
+			return false
+		}
+		if err != nil {
+			e.n.w.t.Fatalf("%s: PollCmpl: %v", what, err)
+		}
+		return true
 	})
 	return info
 }
@@ -104,5 +109,5 @@ func TestLocalOperations(t *testing.T) {
 	if wc := b.waitSend(1)[0]; wc.Status != uk.WCRemAccessErr {
 		t.Fatalf("WRITE after LOCAL_INV: %+v", wc)
 	}
-	wantAE(t, an, a.q.Spec.ID, uint16(mr.AEInvalidSTag), cq.AESourceInRR)
+	wantAE(t, an, a.q.Spec.ID, 0x0103 /* AMP_INVALID_STAG */, aeSourceInRR)
 }

@@ -50,10 +50,45 @@ func TestLossyLink(t *testing.T) {
 		faIdx uint64
 	}
 	pend := map[uint64]op{}
-	var nextPost, nextSend, nextRecv, recvPosted uint64
+	var nextPost, nextSend, nextRecv, recvPosted, recvDone uint64
 	var fas uint64
 	le := binary.LittleEndian
 	slotOf := func(i uint64) uint64 { return (i % window) * slot }
+
+	// checkRecv checks one receive completion: the next operation that
+	// consumes a receive WQE, in order, successful, with its length,
+	// opcode, immediate and payload.
+	checkRecv := func(wc uk.WorkCompletion) {
+		t.Helper()
+		for nextRecv < nextPost && !pend[nextRecv].recv {
+			nextRecv++
+		}
+		if nextRecv >= nextPost {
+			t.Fatalf("receive completion %+v, but every posted receive has completed (%d of %d)", wc, recvDone, recvPosted)
+		}
+		if wc.Status != uk.WCSuccess || wc.WrID != nextRecv {
+			t.Fatalf("receive completion %+v (status %v), want wr %d", wc, wc.Status, nextRecv)
+		}
+		o := pend[wc.WrID]
+		off := slotOf(wc.WrID)
+		if wc.ByteLen != uint32(o.size) {
+			t.Fatalf("op %d: receive length %d, want %d", wc.WrID, wc.ByteLen, o.size)
+		}
+		wantOp, wantImm := uk.WCRecv, o.kind == 1
+		if o.kind == 3 {
+			wantOp, wantImm = uk.WCRecvRDMAWithImm, true
+		}
+		if wc.Opcode != wantOp || (wc.Flags&uk.WCWithImm != 0) != wantImm || (wantImm && wc.ImmData != uint32(wc.WrID)) {
+			t.Fatalf("op %d (kind %d): receive opcode %v, flags %#x, imm %#x", wc.WrID, o.kind, wc.Opcode, wc.Flags, wc.ImmData)
+		}
+		mustEqual(t, dst.bytes()[off:off+uint64(o.size)], src.bytes()[off:off+uint64(o.size)], "received payload")
+		if nextSend > wc.WrID {
+			delete(pend, wc.WrID) // both completions seen
+		}
+		nextRecv++
+		recvDone++
+	}
+	sendOp := [...]uk.WCOpcode{uk.WCSend, uk.WCSend, uk.WCRDMAWrite, uk.WCRDMAWrite, uk.WCRDMARead, uk.WCFetchAdd}
 
 	for nextSend < uint64(ops) {
 		for nextPost < uint64(ops) && nextPost-nextSend < window {
@@ -107,32 +142,18 @@ func TestLossyLink(t *testing.T) {
 		w.until("completions", func() bool {
 			return !a.us.Empty() || !b.ur.Empty()
 		})
-		for _, wc := range poll(b.ur, nil) {
-			for nextRecv < nextPost && !pend[nextRecv].recv {
-				nextRecv++
-			}
-			if wc.Status != uk.WCSuccess || wc.WrID != nextRecv {
-				t.Fatalf("receive completion %+v, want wr %d", wc, nextRecv)
-			}
-			o := pend[wc.WrID]
-			off := slotOf(wc.WrID)
-			if wc.ByteLen != uint32(o.size) {
-				t.Fatalf("op %d: receive length %d, want %d", wc.WrID, wc.ByteLen, o.size)
-			}
-			if o.kind == 1 || o.kind == 3 {
-				if wc.ImmData != uint32(wc.WrID) {
-					t.Fatalf("op %d: imm %#x", wc.WrID, wc.ImmData)
-				}
-			}
-			mustEqual(t, dst.bytes()[off:off+uint64(o.size)], src.bytes()[off:off+uint64(o.size)], "received payload")
-			nextRecv++
+		for _, wc := range poll(t, b.ur, nil) {
+			checkRecv(wc)
 		}
-		for _, wc := range poll(a.us, nil) {
+		for _, wc := range poll(t, a.us, nil) {
 			if wc.Status != uk.WCSuccess || wc.WrID != nextSend {
 				t.Fatalf("send completion %+v, want wr %d (status %v)", wc, nextSend, wc.Status)
 			}
 			o := pend[wc.WrID]
 			off := slotOf(wc.WrID)
+			if wc.Opcode != sendOp[o.kind] {
+				t.Fatalf("op %d (kind %d): send completion opcode %v, want %v", wc.WrID, o.kind, wc.Opcode, sendOp[o.kind])
+			}
 			switch o.kind {
 			case 2, 3:
 				mustEqual(t, dst.bytes()[off:off+uint64(o.size)], src.bytes()[off:off+uint64(o.size)], "written payload")
@@ -143,35 +164,68 @@ func TestLossyLink(t *testing.T) {
 					t.Fatalf("op %d: FETCH_ADD returned %d, want %d", wc.WrID, got, o.faIdx)
 				}
 			}
-			if !o.recv {
+			if !o.recv || nextRecv > wc.WrID {
 				delete(pend, wc.WrID)
 			}
 			nextSend++
 		}
 	}
+	// Every SEND completed at A was received at B, but B's completions
+	// may trail A's: wait for the rest, checked like the others.
 	w.until("last receive", func() bool {
-		for _, wc := range poll(b.ur, nil) {
-			_ = wc
-			nextRecv++
+		for _, wc := range poll(t, b.ur, nil) {
+			checkRecv(wc)
 		}
-		for nextRecv < nextPost && !pend[nextRecv].recv {
-			nextRecv++
-		}
-		return nextRecv >= nextPost
+		return recvDone == recvPosted
 	})
+	// Nothing more: run the world until nothing at all is pending (no
+	// frame in flight, no timer armed), then every CQ must be empty: no
+	// operation completed twice, and nothing completed on the CQs that
+	// have no work (A's receive CQ, B's send CQ).
+	done := w.man.Now()
+	w.quiesce("after the last completion")
+	for _, c := range []struct {
+		name string
+		cq   *uk.CQ
+	}{{"A send", a.us}, {"A receive", a.ur}, {"B send", b.us}, {"B receive", b.ur}} {
+		if got := poll(t, c.cq, nil); len(got) != 0 {
+			t.Fatalf("%s CQ: %d completions after the run: %+v", c.name, len(got), got)
+		}
+	}
+	if nextSend != uint64(ops) || recvDone != recvPosted || len(pend) != 0 {
+		t.Fatalf("%d of %d sends and %d of %d receives completed, %d operations pending", nextSend, ops, recvDone,
+			recvPosted, len(pend))
+	}
 	if got := le.Uint64(ctr.bytes()); got != fas {
 		t.Fatalf("FETCH_ADD counter %d, want %d: an atomic ran twice or not at all", got, fas)
 	}
 	sa, sb := a.n.eng.Stats(), b.n.eng.Stats()
-	t.Logf("%d ops (%d FETCH_ADDs) in %v simulated", ops, fas, w.man.Now())
+	t.Logf("%d ops (%d FETCH_ADDs, %d receives) in %v simulated, idle at %v", ops, fas, recvPosted, done, w.man.Now())
 	t.Logf("link A→B %+v", sa.Link.Faults)
 	t.Logf("link B→A %+v", sb.Link.Faults)
 	t.Logf("A: tx %d, retransmitted %d, timeouts %d, NAKs received %v, drops %v", sa.Port.TxPackets,
 		sa.Port.Retransmits, sa.Port.Timeouts, sa.Port.NAKsRcvd, sa.Port.Drops)
-	t.Logf("B: tx %d, NAKs sent %v, out-of-sequence %d, duplicates %d, READ replays %d, atomic replays %d, drops %v",
+	t.Logf("B: tx %d, NAKs sent %v, out-of-sequence %d, duplicates %d, READ replays %d, atomic duplicates %d, atomic replays %d, drops %v",
 		sb.Port.TxPackets, sb.Port.NAKsSent, sb.Port.OutOfSequence, sb.Port.Duplicates, sb.Port.ReadReplays,
-		sb.Port.AtomicReplays, sb.Port.Drops)
+		sb.Port.AtomicDuplicates, sb.Port.AtomicReplays, sb.Port.Drops)
+	if sa.Link.Faults.Lost == 0 || sa.Link.Faults.Reordered == 0 || sa.Link.Faults.Duplicated == 0 {
+		t.Errorf("link A→B injected %+v: want losses, reorderings and duplicates", sa.Link.Faults)
+	}
 	if sa.Port.Retransmits == 0 || sb.Port.Duplicates == 0 {
-		t.Errorf("the faults did not exercise recovery")
+		t.Errorf("the faults did not exercise recovery: %d retransmissions, %d duplicates", sa.Port.Retransmits,
+			sb.Port.Duplicates)
+	}
+	// Duplicate atomic requests reach B from the link's duplication and
+	// from go-back-N; each must be answered from the saved result, never
+	// executed again (the counter above) and never left unanswered: B
+	// keeps IRD (128) results and A has at most ORD (16) READs and atomics
+	// outstanding, so the result of any atomic A may still resend is
+	// there, and the response ring (IRD+16 entries) is never full here.
+	if fas > 0 && sb.Port.AtomicDuplicates == 0 {
+		t.Errorf("no duplicate atomic request reached B: the atomic cache was not exercised")
+	}
+	if sb.Port.AtomicReplays != sb.Port.AtomicDuplicates {
+		t.Errorf("B answered %d of %d duplicate atomic requests from its cache", sb.Port.AtomicReplays,
+			sb.Port.AtomicDuplicates)
 	}
 }

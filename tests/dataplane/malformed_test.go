@@ -2,7 +2,6 @@ package dataplane_test
 
 import (
 	"encoding/binary"
-	"fmt"
 	"testing"
 
 	"github.com/irdma-emu/irdma-emu/driver/uk"
@@ -69,23 +68,37 @@ const (
 
 // rawCQ reads CQEs by hand (valid bit first, polarity from 1).
 type rawCQ struct {
+	t    testing.TB
 	mem  *hostmem.Memory
 	c    *devtest.CQ
 	head uint32
 	pol  uint64
 }
 
-func newRawCQ(n *node, c *devtest.CQ) *rawCQ { return &rawCQ{mem: n.env.Mem, c: c, pol: 1} }
+func newRawCQ(t testing.TB, n *node, c *devtest.CQ) *rawCQ {
+	return &rawCQ{t: t, mem: n.env.Mem, c: c, pol: 1}
+}
+
+// load reads one qword of the ring; a bus error fails the test.
+func (r *rawCQ) load(a hostmem.IOVA) uint64 {
+	r.t.Helper()
+	v, err := r.mem.Load64(a)
+	if err != nil {
+		r.t.Fatalf("CQ ring at %#x: %v", a, err)
+	}
+	return v
+}
 
 func (r *rawCQ) poll() (cq.CQE, bool) {
+	r.t.Helper()
 	a := r.c.Ring.IOVA() + hostmem.IOVA(r.head)*32
-	q3, _ := r.mem.Load64(a + 24)
+	q3 := r.load(a + 24)
 	if q3>>63 != r.pol {
 		return cq.CQE{}, false
 	}
 	var base [4]uint64
 	for i := range 3 {
-		base[i], _ = r.mem.Load64(a + hostmem.IOVA(8*i))
+		base[i] = r.load(a + hostmem.IOVA(8*i))
 	}
 	base[3] = q3
 	r.head++
@@ -113,21 +126,28 @@ func TestMalformedWQEs(t *testing.T) {
 		ud   bool
 		mods func(*devtest.QPSpec)
 		post func(e *env) (idx uint32, op uint8)
-		ae   uint16
+		// ae is the AE the device must raise (user.h "Async Events
+		// codes"); minor the flush code irdma_ae_to_qp_err_code (user.h)
+		// gives it, which the device writes into the error CQE; status
+		// the ib_wc_status irdma_flush_err_to_ib_wc_status (verbs.c)
+		// makes of that minor. All three written by hand.
+		ae     uint16
+		minor  uint16
+		status uk.WCStatus
 	}{
 		{"unknown opcode", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{0, 0, 0, hdr(0x02, sigCompl)}), 0x02
-		}, qp.AEWQEUnexpectedOpcode},
+		}, 0x020a /* WQE_UNEXPECTED_OPCODE */, flushLocQPOp, uk.WCLocQPOpErr},
 		{"iWARP-only opcode GEN_RTS_AE", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{0, 0, 0, hdr(0x30, sigCompl)}), 0x30
-		}, qp.AEWQEUnexpectedOpcode},
+		}, 0x020a /* WQE_UNEXPECTED_OPCODE */, flushLocQPOp, uk.WCLocQPOpErr},
 		{"iWARP LSMM STREAMMODE on a SEND", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{0, e.s.fv(), 0, hdr(0x03, sigCompl|streamBit)}), 0x03
-		}, qp.AEWQEUnexpectedOpcode},
+		}, 0x020a /* WQE_UNEXPECTED_OPCODE */, flushLocQPOp, uk.WCLocQPOpErr},
 		{"atomics not enabled", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.good.va, uint64(e.good.stag), e.remote.va, hdr(0x0f, sigCompl|1<<38) | uint64(e.remote.stag),
 				1, 0, 0, e.s.fv()}), 0x0f
-		}, qp.AEWQEUnexpectedOpcode},
+		}, 0x020a /* WQE_UNEXPECTED_OPCODE */, flushLocQPOp, uk.WCLocQPOpErr},
 		{"too many fragments (14 SGEs + pad > 13)", false, nil, func(e *env) (uint32, uint8) {
 			q := make([]uint64, 32)
 			q[0], q[1] = e.good.va, e.s.frag(8, e.good.stag)
@@ -136,77 +156,79 @@ func TestMalformedWQEs(t *testing.T) {
 			}
 			q[3] = hdr(0x03, sigCompl|14<<38) // ADDFRAGCNT 14: 15 slots, the last not empty
 			return e.s.put(q), 0x03
-		}, qp.AEWQEInvalidFragData},
+		}, 0x020c /* WQE_INVALID_FRAG_DATA */, flushGeneral, uk.WCWRFlushErr},
 		{"odd ADDFRAGCNT (GEN_2 pad rule)", false, nil, func(e *env) (uint32, uint8) {
 			// 1 + 1/2 = 1 quantum as the device counts it.
 			return e.s.put([]uint64{e.good.va, e.s.frag(8, e.good.stag), 0, hdr(0x03, sigCompl|1<<38)}), 0x03
-		}, qp.AEWQEInvalidFragData},
+		}, 0x020c /* WQE_INVALID_FRAG_DATA */, flushGeneral, uk.WCWRFlushErr},
 		{"fragment valid bit of the wrong lap", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.good.va, 8<<32 | uint64(e.good.stag), 0, hdr(0x03, sigCompl)}), 0x03
-		}, qp.AEWQEInvalidFragData},
+		}, 0x020c /* WQE_INVALID_FRAG_DATA */, flushGeneral, uk.WCWRFlushErr},
 		{"inline length over 101", false, nil, func(e *env) (uint32, uint8) {
-			q := make([]uint64, 4*qp.InlineQuanta(120))
+			// 120 bytes: 8 in the first quantum, 31 in each further one
+			// (GEN_2 irdma_inline_data_size_to_quanta): 5 quanta.
+			q := make([]uint64, 4*5)
 			for k := 1; k < len(q)/4; k++ {
 				q[4*k+3] = e.s.fv() // the inline valid byte of each further quantum
 			}
 			q[3] = hdr(0x03, sigCompl|inlineBit|120<<48)
 			return e.s.put(q), 0x03
-		}, qp.AEWQEInvalidParameter},
+		}, 0x020b /* WQE_INVALID_PARAMETER */, flushGeneral, uk.WCWRFlushErr},
 		{"inline flag on a READ", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{0, 0, e.remote.va, hdr(0x01, sigCompl|inlineBit|4<<48)}), 0x01
-		}, qp.AEWQEInvalidParameter},
+		}, 0x020b /* WQE_INVALID_PARAMETER */, flushGeneral, uk.WCWRFlushErr},
 		{"immediate on a READ", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{7, 0, e.remote.va, hdr(0x01, sigCompl|immBit)}), 0x01
-		}, qp.AEWQEInvalidParameter},
+		}, 0x020b /* WQE_INVALID_PARAMETER */, flushGeneral, uk.WCWRFlushErr},
 		{"ADDFRAGCNT on a NOP", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{0, 0, 0, hdr(0x0c, sigCompl|2<<38)}), 0x0c
-		}, qp.AEWQEInvalidParameter},
+		}, 0x020b /* WQE_INVALID_PARAMETER */, flushGeneral, uk.WCWRFlushErr},
 		{"WQE crossing an 8-quanta chunk", false, nil, func(e *env) (uint32, uint8) {
 			for range 7 {
 				e.s.put([]uint64{0, 0, 0, hdr(0x0c, 0)})
 			}
 			return e.s.put([]uint64{e.good.va, e.s.frag(8, e.good.stag), 0, hdr(0x03, sigCompl|2<<38),
 				e.good.va, e.s.frag(8, e.good.stag), 0, e.s.fv()}), 0x03
-		}, qp.AEWQEInvalidParameter},
+		}, 0x020b /* WQE_INVALID_PARAMETER */, flushGeneral, uk.WCWRFlushErr},
 		{"FAST_REG with reserved page size", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{0, 0, 4096, hdr(0x09, sigCompl|3<<46|1<<53) | 0x2000}), 0x09
-		}, qp.AEWQEInvalidParameter},
+		}, 0x020b /* WQE_INVALID_PARAMETER */, flushGeneral, uk.WCWRFlushErr},
 		{"FAST_REG without FASTREGEN", false, func(s *devtest.QPSpec) { s.FastReg = false }, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{0, 0, 4096, hdr(0x09, sigCompl|1<<53) | 0x2000}), 0x09
-		}, qp.AEPrivOperationDenied},
+		}, 0x011c /* PRIV_OPERATION_DENIED */, flushProt, uk.WCLocProtErr},
 		{"BIND_MW without BINDEN", false, func(s *devtest.QPSpec) { s.Bind = false }, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.good.va, uint64(e.good.stag) << 32, 64, hdr(0x08, sigCompl|1<<53) | 0x3000}), 0x08
-		}, qp.AEPrivOperationDenied},
+		}, 0x011c /* PRIV_OPERATION_DENIED */, flushProt, uk.WCLocProtErr},
 		{"READ with ORD 0", false, func(s *devtest.QPSpec) { s.ORD = 0 }, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.good.va, e.s.frag(8, e.good.stag), e.remote.va, hdr(0x01, sigCompl) | uint64(e.remote.stag)}), 0x01
-		}, qp.AERDMAReadWhileORDZero},
+		}, 0x0205 /* RDMA_READ_WHILE_ORD_ZERO */, flushGeneral, uk.WCWRFlushErr},
 		{"SGE with an unallocated L_Key", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.good.va, e.s.frag(8, e.good.stag+0x1000), 0, hdr(0x03, sigCompl)}), 0x03
-		}, 0x0102},
+		}, 0x0102 /* AMP_UNALLOCATED_STAG */, flushProt, uk.WCLocProtErr},
 		{"SGE with a wrong key", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.good.va, e.s.frag(8, e.good.stag^1), 0, hdr(0x03, sigCompl)}), 0x03
-		}, 0x0106},
+		}, 0x0106 /* AMP_BAD_STAG_KEY */, flushProt, uk.WCLocProtErr},
 		{"SGE with the L_Key of another PD", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.other.va, e.s.frag(8, e.other.stag), 0, hdr(0x03, sigCompl)}), 0x03
-		}, 0x0105},
+		}, 0x0105 /* AMP_BAD_PD */, flushProt, uk.WCLocProtErr},
 		{"SGE longer than its MR", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.good.va + 4000, e.s.frag(200, e.good.stag), 0, hdr(0x03, sigCompl)}), 0x03
-		}, 0x0108},
+		}, 0x0108 /* AMP_BOUNDS_VIOLATION */, flushProt, uk.WCLocProtErr},
 		{"READ sink without local write", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.ro.va, e.s.frag(8, e.ro.stag), e.remote.va, hdr(0x01, sigCompl) | uint64(e.remote.stag)}), 0x01
-		}, 0x0109},
+		}, 0x0109 /* AMP_RIGHTS_VIOLATION */, flushProt, uk.WCLocProtErr},
 		{"STag zero", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.good.va, e.s.frag(8, 0), 0, hdr(0x03, sigCompl)}), 0x03
-		}, 0x0206},
+		}, 0x0206 /* STAG_ZERO_INVALID */, flushGeneral, uk.WCWRFlushErr},
 		{"LOCAL_INV of an unallocated STag", false, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{0, uint64(e.good.stag + 0x2000), 0, hdr(0x0a, sigCompl)}), 0x0a
-		}, 0x0102},
+		}, 0x0102 /* AMP_UNALLOCATED_STAG */, flushProt, uk.WCLocProtErr},
 		{"UD SEND through an address handle that does not exist", true, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.good.va, e.s.frag(8, e.good.stag), 1<<32 | 0x1111, hdr(0x03, sigCompl) | 99}), 0x03
-		}, qp.AEInvalidAHEntry},
+		}, 0x0406 /* INVALID_AH_ENTRY */, flushGeneral, uk.WCWRFlushErr},
 		{"UD RDMA WRITE", true, nil, func(e *env) (uint32, uint8) {
 			return e.s.put([]uint64{e.good.va, e.s.frag(8, e.good.stag), e.remote.va, hdr(0x00, sigCompl)}), 0x00
-		}, qp.AEWQEUnexpectedOpcode},
+		}, 0x020a /* WQE_UNEXPECTED_OPCODE */, flushLocQPOp, uk.WCLocQPOpErr},
 	}
 	w := newWorld(t, opts{stepped: true})
 	a, peer := w.nodes[0], w.nodes[1]
@@ -225,28 +247,32 @@ func TestMalformedWQEs(t *testing.T) {
 			idx, op := c.post(en)
 			nop := en.s.put([]uint64{0, 0, 0, hdr(0x0c, sigCompl)}) // behind it, for the flush
 			a.env.Doorbell(e.q)
-			sc := newRawCQ(a, e.scq)
+			sc := newRawCQ(t, a, e.scq)
 			var got cq.CQE
 			w.until("error CQE", func() bool {
 				var ok bool
 				got, ok = sc.poll()
 				return ok
 			})
-			minor := qp.FlushCodeForAE(c.ae)
-			if !got.Error || got.Major != cq.MajorFlush || got.Minor != minor || !got.SQ || got.Op != op ||
+			if !got.Error || got.Major != majorFlush || got.Minor != c.minor || !got.SQ || got.Op != op ||
 				uint32(got.WQEIdx) != idx || got.QPCtx != e.q.Spec.CompCtx || got.QPID() != e.q.Spec.ID {
-				t.Fatalf("CQE %+v, want error major 1 minor %d op %#x index %d", got, minor, op, idx)
+				t.Fatalf("CQE %+v, want error major %d minor %d op %#x index %d", got, majorFlush, c.minor, op, idx)
 			}
-			wantAE(t, a, e.q.Spec.ID, c.ae, cq.AESourceSQ)
+			if st := uk.FlushErrToWCStatus(uk.FlushCode(got.Minor)); st != c.status {
+				t.Fatalf("minor %d reads as %v, want %v", got.Minor, st, c.status)
+			}
+			wantAE(t, a, e.q.Spec.ID, c.ae, aeSourceSQ)
 			if e.state() != qp.StateError {
 				t.Fatalf("state %v", e.state())
 			}
-			// irdma's reaction: MODIFY_QP(ERROR), FLUSH_WQES with the flush
-			// code; the NOP behind the bad WQE gets the flush CQE.
-			a.env.MustOK(e.driverFlush(t, minor, cq.FlushGeneralErr), "FLUSH_WQES")
+			// irdma's reaction (irdma_flush_wqes, hw.c): MODIFY_QP(ERROR),
+			// then FLUSH_WQES with the AE's flush code for the queue the AE
+			// named (the SQ) and FLUSH_GENERAL_ERR for the other. The NOP
+			// behind the bad WQE gets the flush CQE, with the SQ's code.
+			a.env.MustOK(e.driverFlush(t, c.minor, flushGeneral), "FLUSH_WQES")
 			f, ok := sc.poll()
-			if !ok || !f.Error || f.Major != cq.MajorFlush || f.Minor != minor || uint32(f.WQEIdx) != nop {
-				t.Fatalf("flush CQE %+v %v, want index %d minor %d", f, ok, nop, minor)
+			if !ok || !f.Error || f.Major != majorFlush || f.Minor != c.minor || !f.SQ || uint32(f.WQEIdx) != nop {
+				t.Fatalf("flush CQE %+v %v, want major %d minor %d index %d", f, ok, majorFlush, c.minor, nop)
 			}
 			if x, ok := sc.poll(); ok {
 				t.Fatalf("extra CQE %+v", x)
@@ -277,20 +303,21 @@ func TestMalformedRQWQE(t *testing.T) {
 	if wc.Status != uk.WCRemOpErr {
 		t.Fatalf("requester %+v", wc)
 	}
-	rc := newRawCQ(b.n, b.rcq)
+	rc := newRawCQ(t, b.n, b.rcq)
 	var got cq.CQE
 	w.until("RQ error CQE", func() bool {
 		var ok bool
 		got, ok = rc.poll()
 		return ok
 	})
-	if !got.Error || got.SQ || got.Major != cq.MajorFlush || got.Minor != cq.FlushGeneralErr || got.WQEIdx != 0 {
-		t.Fatalf("RQ CQE %+v", got)
+	// WQE_INVALID_FRAG_DATA is not among irdma_ae_to_qp_err_code's
+	// cases: FLUSH_GENERAL_ERR.
+	if !got.Error || got.SQ || got.Major != majorFlush || got.Minor != flushGeneral || got.WQEIdx != 0 {
+		t.Fatalf("RQ CQE %+v, want error major %d minor %d index 0", got, majorFlush, flushGeneral)
 	}
-	wantAE(t, b.n, b.q.Spec.ID, qp.AEWQEInvalidFragData, cq.AESourceRQ)
-	wantAE(t, a.n, a.q.Spec.ID, qp.AEIBRemoteOpError, cq.AESourceSQ)
+	wantAE(t, b.n, b.q.Spec.ID, 0x020c /* WQE_INVALID_FRAG_DATA */, aeSourceRQ)
+	wantAE(t, a.n, a.q.Spec.ID, 0x020e /* IB_REMOTE_OP_ERROR */, aeSourceSQ)
 	if b.state() != qp.StateError {
 		t.Fatalf("state %v", b.state())
 	}
-	_ = fmt.Sprint
 }

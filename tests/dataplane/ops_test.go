@@ -164,7 +164,7 @@ func TestRCSGEsAndInline(t *testing.T) {
 	}
 	wcs := a.waitSend(1)
 	w.settle()
-	if wcs = poll(a.us, wcs); len(wcs) != 1 || wcs[0].WrID != 103 {
+	if wcs = poll(t, a.us, wcs); len(wcs) != 1 || wcs[0].WrID != 103 {
 		t.Fatalf("unsignaled: %+v", wcs)
 	}
 	if a.uq.SQTail() != a.uq.SQHead() {
@@ -254,7 +254,7 @@ func TestUDSend(t *testing.T) {
 					wantWC(t, a.waitSend(1)[0], uk.WCSuccess, uk.WCSend, uint32(size), "UD SEND")
 					if size > mtu {
 						w.settle()
-						if got := poll(b.ur, nil); len(got) != 0 {
+						if got := poll(t, b.ur, nil); len(got) != 0 {
 							t.Fatalf("a UD message over the MTU was delivered: %+v", got)
 						}
 						continue
@@ -281,7 +281,7 @@ func TestUDSend(t *testing.T) {
 					RemoteQKey: 0x3333})
 				a.waitSend(1)
 				w.settle()
-				if got := poll(b.ur, nil); len(got) != 0 {
+				if got := poll(t, b.ur, nil); len(got) != 0 {
 					t.Fatalf("Q_Key mismatch delivered")
 				}
 				if s, _ := bn.eng.QPStats(b.q.Spec.ID); s.Drops[qp.DropQKey] != 1 {

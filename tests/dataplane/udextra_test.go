@@ -49,7 +49,7 @@ func TestUDMulticastGSIAndVLAN(t *testing.T) {
 		mustEqual(t, dst.bytes()[uint64(i)*4096+40:uint64(i)*4096+340], src.bytes()[:300], "multicast payload")
 	}
 	w.settle()
-	if got := poll(out.ur, nil); len(got) != 0 {
+	if got := poll(t, out.ur, nil); len(got) != 0 {
 		t.Fatalf("a QP outside the group received %+v", got)
 	}
 
@@ -60,7 +60,7 @@ func TestUDMulticastGSIAndVLAN(t *testing.T) {
 		AHID: 2, RemoteQPN: 1, RemoteQKey: wire.GSIQKey})
 	a.waitSend(1)
 	w.settle()
-	if got := poll(gsi.ur, nil); len(got) != 0 {
+	if got := poll(t, gsi.ur, nil); len(got) != 0 {
 		t.Fatalf("GSI took a datagram from a non-GSI Q_Key: %+v", got)
 	}
 	if s, _ := bn.eng.QPStats(1); s.Drops[qp.DropQKey] != 1 {
