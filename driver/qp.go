@@ -421,8 +421,12 @@ func (d *Device) DestroyQP(q *QP) error {
 	if q == nil || q.d != d {
 		return syscall.EINVAL
 	}
+	// A modify in flight (the AE work, the provider's shutdown flush) is
+	// waited for, and none starts once destroyPending is set.
+	q.modifyMu.Lock()
+	defer q.modifyMu.Unlock()
 	q.mu.Lock()
-	if q.dead {
+	if q.dead || q.destroyPending {
 		q.mu.Unlock()
 		return syscall.EINVAL
 	}
@@ -434,7 +438,7 @@ func (d *Device) DestroyQP(q *QP) error {
 	q.mu.Unlock()
 	if d.alive() == nil {
 		if hw == qpHWStateRTS {
-			_ = d.ModifyQP(q, &QPAttr{QPState: QPSErr}, QPAttrState)
+			_, _ = d.modifyQPLocked(q, &QPAttr{QPState: QPSErr}, QPAttrState, nil)
 		}
 		if err := d.destroyQPCmd(q); err != nil {
 			d.log.Warn("DESTROY_QP failed", errField(err))
