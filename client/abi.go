@@ -33,6 +33,8 @@ const (
 	cmdQueryQP           = 25
 	cmdModifyQP          = 26
 	cmdDestroyQP         = 27
+	cmdAttachMcast       = 30
+	cmdDetachMcast       = 31
 
 	cmdFlagExtended = 0x80000000 // IB_USER_VERBS_CMD_FLAG_EXTENDED
 )
@@ -193,7 +195,8 @@ var cmdNames = map[uint32]string{
 	cmdDestroyAH: "DESTROY_AH", cmdRegMR: "REG_MR", cmdDeregMR: "DEREG_MR",
 	cmdCreateCompChannel: "CREATE_COMP_CHANNEL", cmdCreateCQ: "CREATE_CQ",
 	cmdDestroyCQ: "DESTROY_CQ", cmdCreateQP: "CREATE_QP", cmdQueryQP: "QUERY_QP",
-	cmdModifyQP: "MODIFY_QP", cmdDestroyQP: "DESTROY_QP",
+	cmdModifyQP: "MODIFY_QP", cmdDestroyQP: "DESTROY_QP", cmdAttachMcast: "ATTACH_MCAST",
+	cmdDetachMcast: "DETACH_MCAST",
 }
 
 func cmdName(c uint32) string {

@@ -462,6 +462,25 @@ func (q *QP) Destroy() error {
 	return nil
 }
 
+// AttachMcast is ibv_attach_mcast (ibv_cmd_attach_mcast): the UD QP joins
+// the multicast group of gid; lid is carried but means nothing on RoCE.
+func (q *QP) AttachMcast(gid GID, lid uint16) error { return q.mcastCmd(cmdAttachMcast, gid, lid) }
+
+// DetachMcast is ibv_detach_mcast: the QP leaves the group.
+func (q *QP) DetachMcast(gid GID, lid uint16) error { return q.mcastCmd(cmdDetachMcast, gid, lid) }
+
+// mcastCmd sends ib_uverbs_attach_mcast / ib_uverbs_detach_mcast (the same
+// layout: gid, qp_handle, mlid, reserved), which have no response.
+func (q *QP) mcastCmd(cmd uint32, gid GID, lid uint16) error {
+	var core wbuf
+	core.bytes(gid[:])
+	core.u32(q.handle)
+	core.u16(lid)
+	core.u16(0)
+	_, err := q.pd.ctx.run(legacyCmd(cmd, core, nil, 0), 0)
+	return err
+}
+
 // SGE is ibv_sge.
 type SGE = uk.SGE
 

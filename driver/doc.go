@@ -46,4 +46,17 @@
 //     core's usecnt checks, done here since there is no core).
 //   - Software flush completions for requests posted to a flushed kernel
 //     QP keep a driver-side cursor (see generateFlushCompletions).
+//
+// Concurrency: the verbs are called by many programs at once (one attach
+// session each) and by the interrupt goroutines, the AE work and the
+// daemon. Shared state has the lock irdma gives it: the id bitmaps
+// (rf->rsrc_lock), the QP and CQ tables (qptable_lock, cqtable_lock), the
+// work-scheduler tree and QoS table (ws_mutex and qos_mutex, one lock
+// here: a QP's QS handle is read only under it), the CQP ring and request
+// table (cqp_lock, req_lock), the CCQ (compl_lock), the PBLE pool
+// (pble_mutex_lock), the AH cache (ah_tbl_lock), the multicast list
+// (qh_list_lock), the ARP cache (arp_lock), each QP, CQ and EQ. A QP being
+// destroyed takes no more modifies (irdma's QP reference count). The
+// table of every piece of state, its guard and its kernel counterpart is
+// docs/verbs.md, "Concurrency".
 package driver

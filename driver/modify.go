@@ -169,6 +169,24 @@ func (d *Device) modifyQP(q *QP, attr *QPAttr, mask QPAttrMask, u *ModifyQPUser)
 	}
 	q.modifyMu.Lock()
 	defer q.modifyMu.Unlock()
+	// Modifies come from the QP's owner and from elsewhere: the AE work
+	// (cmDisconn) and the provider's shutdown flush of every context's
+	// QPs. A QP being destroyed is not touched again: its host context
+	// and id are about to be freed, and the id may already name another
+	// program's QP (irdma's destroy waits for the QP's references,
+	// irdma_qp_rem_ref and the free_qp completion, for the same reason).
+	q.mu.Lock()
+	gone := q.dead || q.destroyPending
+	q.mu.Unlock()
+	if gone {
+		return resp, syscall.EINVAL
+	}
+	return d.modifyQPLocked(q, attr, mask, u)
+}
+
+// modifyQPLocked is irdma_modify_qp_roce proper, with q.modifyMu held.
+func (d *Device) modifyQPLocked(q *QP, attr *QPAttr, mask QPAttrMask, u *ModifyQPUser) (ModifyQPResp, error) {
+	var resp ModifyQPResp
 	if err := d.validateModify(q, attr, mask); err != nil {
 		return resp, err
 	}
@@ -444,6 +462,13 @@ func (d *Device) handleAE(info *aeInfo) {
 			return // already freed
 		}
 		q.mu.Lock()
+		if q.dead {
+			// DestroyQP is freeing it: its host context must not be
+			// written (irdma holds a QP reference across the AE,
+			// irdma_qp_add_ref under rf->qptable_lock).
+			q.mu.Unlock()
+			return
+		}
 		q.hwIWState = info.IWState
 		if info.AECode != aeQPSuspendComplete {
 			q.lastAE = info.AECode

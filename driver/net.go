@@ -158,19 +158,16 @@ func (d *Device) applyAV(q *QP, ah *AHAttr) error {
 		c.SrcPort = udpSrcPort(c.FlowLabel, q.id, c.DestQP)
 		newPri = tos2Priority(c.TOS)
 	}
-	oldPri := q.userPri
 	q.mu.Unlock()
 	if ah.GRH {
 		// irdma_qp_rem_qos; ws_remove(old); ws_add(new); irdma_qp_add_qos.
-		d.qpRemQoS(q)
-		d.wsRemove(oldPri)
+		d.qpLeaveQoS(q)
 		q.mu.Lock()
 		q.userPri = newPri
 		q.mu.Unlock()
-		if err := d.wsAdd(newPri); err != nil {
+		if err := d.qpJoinQoS(q); err != nil {
 			return syscall.ENOMEM
 		}
-		d.qpAddQoS(q)
 	}
 	dst := ah.DGID.Addr()
 	dw, _ := ipWords(dst)

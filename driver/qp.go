@@ -317,14 +317,16 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, QPCreateResp, error) {
 	d.tblMu.Lock()
 	d.qpTable[q.id] = q
 	d.tblMu.Unlock()
-	if err := d.wsAdd(0); err != nil {
+	// irdma_create_qp: dev->ws_add(vsi, 0), then irdma_qp_add_qos; another
+	// program creating or destroying a QP at the same time meets us in
+	// the QoS table, which qpJoinQoS reads and writes under its lock.
+	if err := d.qpJoinQoS(q); err != nil {
 		d.destroyQPCmd(q)
 		d.tblMu.Lock()
 		delete(d.qpTable, q.id)
 		d.tblMu.Unlock()
 		return fail(syscall.EINVAL)
 	}
-	d.qpAddQoS(q)
 	pd.users.Add(1)
 	q.sendCQ.qps.Add(1)
 	q.recvCQ.qps.Add(1)
@@ -375,7 +377,10 @@ func (d *Device) fillRoCECtx(q *QP) {
 	c.PKey = defaultPKey
 	c.SendCQ = q.sendCQ.id
 	c.RecvCQ = q.recvCQ.id
-	c.QSHandle = d.ws.qos[q.userPri].qsHandle
+	// No QS handle yet: irdma_roce_fill_and_set_qpctx_info leaves
+	// qp->qs_handle as the zeroed QP has it, and irdma_qp_add_qos sets it
+	// after CREATE_QP (qpJoinQoS, under the QoS table's lock); the first
+	// MODIFY_QP's context carries it to the device.
 	// Every QP counts into the function's statistics instance
 	// (irdma_vsi_stats_init allocated it with MANAGE_STATS); GATHER_STATS
 	// on that instance is what irdma_get_hw_stats reads.
@@ -400,10 +405,7 @@ func (d *Device) destroyQPCmd(q *QP) error {
 
 // qpFreeRsrc is utils.c:irdma_free_qp_rsrc.
 func (d *Device) qpFreeRsrc(q *QP) {
-	if q.onQoS {
-		d.qpRemQoS(q)
-		d.wsRemove(q.userPri)
-	}
+	d.qpLeaveQoS(q)
 	if q.id > 2 {
 		d.qpIDs.free(q.id)
 	}
@@ -419,8 +421,12 @@ func (d *Device) DestroyQP(q *QP) error {
 	if q == nil || q.d != d {
 		return syscall.EINVAL
 	}
+	// A modify in flight (the AE work, the provider's shutdown flush) is
+	// waited for, and none starts once destroyPending is set.
+	q.modifyMu.Lock()
+	defer q.modifyMu.Unlock()
 	q.mu.Lock()
-	if q.dead {
+	if q.dead || q.destroyPending {
 		q.mu.Unlock()
 		return syscall.EINVAL
 	}
@@ -432,7 +438,7 @@ func (d *Device) DestroyQP(q *QP) error {
 	q.mu.Unlock()
 	if d.alive() == nil {
 		if hw == qpHWStateRTS {
-			_ = d.ModifyQP(q, &QPAttr{QPState: QPSErr}, QPAttrState)
+			_, _ = d.modifyQPLocked(q, &QPAttr{QPState: QPSErr}, QPAttrState, nil)
 		}
 		if err := d.destroyQPCmd(q); err != nil {
 			d.log.Warn("DESTROY_QP failed", errField(err))

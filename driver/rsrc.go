@@ -12,7 +12,7 @@ import (
 // search: start at next, wrap once, -EOVERFLOW when full
 // (utils.c:irdma_alloc_rsrc).
 type idBitmap struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // rf->rsrc_lock (one per bitmap here)
 	bits     []uint64
 	max      uint32
 	next     uint32
@@ -36,6 +36,8 @@ func (b *idBitmap) reserve(id uint32) {
 }
 
 func (b *idBitmap) test(id uint32) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return id < b.max && b.bits[id/64]&(1<<(id%64)) != 0
 }
 

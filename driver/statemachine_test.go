@@ -324,3 +324,29 @@ func checkAllowed(t *testing.T, name string, q *QP, cur, next QPState, hw uint8,
 		t.Errorf("%s: state %s, want %s", name, s, next)
 	}
 }
+
+// TestModifyAfterDestroy: a modify that reaches a QP after DestroyQP —
+// the provider's shutdown flush or an AE's move to error holding the QP
+// while its program destroys it — is -EINVAL and issues nothing: the QP's
+// host context is freed and its id may already be another program's QP.
+// A second destroy is -EINVAL too. QPs that were in RTS, RTR and INIT at
+// the destroy (DestroyQP itself moves only RTS to error).
+func TestModifyAfterDestroy(t *testing.T) {
+	e := newSMEnv(t)
+	for _, s := range []QPState{QPSRTS, QPSRTR, QPSInit} {
+		q := e.qpIn(QPTypeRC, 0, s)
+		if err := e.d.DestroyQP(q); err != nil {
+			t.Fatalf("%s: DestroyQP: %v", s, err)
+		}
+		n := e.rec.count()
+		if err := e.d.ModifyQP(q, &QPAttr{QPState: QPSErr}, QPAttrState); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%s: modify of a destroyed QP: %v, want EINVAL", s, err)
+		}
+		if err := e.d.DestroyQP(q); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%s: second destroy: %v, want EINVAL", s, err)
+		}
+		if got := e.rec.since(n); len(got) != 0 {
+			t.Errorf("%s: %d CQP WQEs after the destroy (opcodes %x)", s, len(got), opsOf(got))
+		}
+	}
+}

@@ -7,7 +7,10 @@ import "sync"
 // no DCB every user priority maps to traffic class 0, so one leaf serves
 // them all (irdma_set_qos_info with a single TC).
 type wsTree struct {
-	mu      sync.Mutex // dev->ws_mutex
+	// mu is dev->ws_mutex and the per-priority qos_mutex in one: it
+	// guards every field below, the QoS table included. Nothing reads
+	// qos[].qsHandle without it (a QP takes its handle in qpJoinQoS).
+	mu      sync.Mutex
 	root    *wsNode
 	vsiNode *wsNode
 	leaf    *wsNode
@@ -51,14 +54,13 @@ func (d *Device) wsCmd(n *wsNode, op uint8) (uint32, error) {
 	return compl.OpRetVal, err
 }
 
-// wsAdd is ws.c:irdma_ws_add (dev->ws_add on GEN_2): the first use of a
-// user priority builds root (id 0, its own parent), VSI node and TC leaf
-// (added disabled, then modified to enabled), and records the leaf's QS
-// handle for every user priority of that traffic class.
-func (d *Device) wsAdd(up uint8) error {
+// wsAddLocked is ws.c:irdma_ws_add (dev->ws_add on GEN_2) with
+// dev->ws_mutex (t.mu) held: the first use of a user priority builds root
+// (id 0, its own parent), VSI node and TC leaf (added disabled, then
+// modified to enabled), and records the leaf's QS handle for every user
+// priority of that traffic class.
+func (d *Device) wsAddLocked(up uint8) error {
 	t := &d.ws
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.qos[up].valid {
 		return nil
 	}
@@ -120,7 +122,8 @@ func (d *Device) wsAdd(up uint8) error {
 }
 
 // wsDropEmpty deletes the VSI node and root when nothing hangs below
-// them (the error unwinding of irdma_ws_add, irdma_remove_leaf).
+// them (the error unwinding of irdma_ws_add, irdma_remove_leaf). Called
+// with t.mu held.
 func (d *Device) wsDropEmpty() {
 	t := &d.ws
 	if t.leaf == nil && t.vsiNode != nil {
@@ -134,12 +137,11 @@ func (d *Device) wsDropEmpty() {
 	}
 }
 
-// wsRemove is ws.c:irdma_ws_remove: when no QP uses the traffic class
-// any more, delete its leaf, then the VSI node and root.
-func (d *Device) wsRemove(up uint8) {
+// wsRemoveLocked is ws.c:irdma_ws_remove with t.mu held: when no QP uses
+// the traffic class any more (irdma_tc_in_use), delete its leaf, then the
+// VSI node and root (irdma_remove_leaf).
+func (d *Device) wsRemoveLocked(up uint8) {
 	t := &d.ws
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	tc := t.qos[up].tc
 	for i := range t.qos {
 		if t.qos[i].tc == tc && t.qos[i].qps > 0 {
@@ -159,32 +161,53 @@ func (d *Device) wsRemove(up uint8) {
 	d.wsDropEmpty()
 }
 
-// qpAddQoS is utils.c:irdma_qp_add_qos: the QP joins its user priority's
-// list and takes its QS handle.
-func (d *Device) qpAddQoS(q *QP) {
+// qpJoinQoS is dev->ws_add for the QP's user priority followed by
+// utils.c:irdma_qp_add_qos: the QP joins its priority's list and takes the
+// priority's QS handle into its context. The QoS table (valid, qs_handle,
+// the qplist counts) is written by irdma_ws_add under dev->ws_mutex and
+// read by irdma_qp_add_qos under the priority's qos_mutex; t.mu is both
+// here. irdma releases ws_mutex between the two calls, which lets a
+// concurrent irdma_ws_remove of the last other QP delete the leaf in
+// between, leaving the new QP with the handle of a deleted queue set; one
+// hold of t.mu closes that window. Lock order: t.mu, then q.mu.
+func (d *Device) qpJoinQoS(q *QP) error {
 	t := &d.ws
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	q.mu.Lock()
+	up := q.userPri
+	q.mu.Unlock()
+	if err := d.wsAddLocked(up); err != nil {
+		return err
+	}
 	q.mu.Lock()
 	if !q.onQoS {
-		t.qos[q.userPri].qps++
+		t.qos[up].qps++
 		q.onQoS = true
 	}
-	q.ctx.QSHandle = t.qos[q.userPri].qsHandle
+	q.ctx.QSHandle = t.qos[up].qsHandle
 	q.mu.Unlock()
-	t.mu.Unlock()
+	return nil
 }
 
-// qpRemQoS is utils.c:irdma_qp_rem_qos.
-func (d *Device) qpRemQoS(q *QP) {
+// qpLeaveQoS is utils.c:irdma_qp_rem_qos followed by dev->ws_remove for
+// the priority the QP was on (irdma_free_qp_rsrc, and the IB_QP_AV part of
+// irdma_modify_qp_roce before a new priority is joined). A QP not on a
+// list changes nothing.
+func (d *Device) qpLeaveQoS(q *QP) {
 	t := &d.ws
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	q.mu.Lock()
-	if q.onQoS {
-		t.qos[q.userPri].qps--
+	on, up := q.onQoS, q.userPri
+	if on {
+		t.qos[up].qps--
 		q.onQoS = false
 	}
 	q.mu.Unlock()
-	t.mu.Unlock()
+	if on {
+		d.wsRemoveLocked(up)
+	}
 }
 
 type wsError string
