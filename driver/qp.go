@@ -306,6 +306,17 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, QPCreateResp, error) {
 	q.ctx.RQWQESize = q.sizes.RQShift
 	q.ctx.HWSQSize = uint8(encodedWQSize(q.sizes.SQDepth))
 	q.ctx.HWRQSize = uint8(encodedWQSize(q.sizes.RQDepth))
+	// irdma_create_qp as upstream has it since the GEN_3 series ("RDMA/irdma:
+	// Add GEN3 virtual QP1 support", 2024; before it, this came after
+	// CREATE_QP and the create context carried no QS handle): dev->ws_add
+	// for priority 0, then irdma_qp_add_qos, before the context is filled,
+	// so CREATE_QP's context names the queue set. Another program creating
+	// or destroying a QP at the same time meets us in the QoS table, which
+	// qpJoinQoS reads and writes under its lock; a failure below leaves it
+	// again in qpFreeRsrc.
+	if err := d.qpJoinQoS(q); err != nil {
+		return fail(syscall.EINVAL)
+	}
 	d.fillRoCECtx(q)
 	q.writeCtx()
 	if _, err := d.cqp.exec(func(uint32) (cqpWQE, error) {
@@ -317,16 +328,6 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, QPCreateResp, error) {
 	d.tblMu.Lock()
 	d.qpTable[q.id] = q
 	d.tblMu.Unlock()
-	// irdma_create_qp: dev->ws_add(vsi, 0), then irdma_qp_add_qos; another
-	// program creating or destroying a QP at the same time meets us in
-	// the QoS table, which qpJoinQoS reads and writes under its lock.
-	if err := d.qpJoinQoS(q); err != nil {
-		d.destroyQPCmd(q)
-		d.tblMu.Lock()
-		delete(d.qpTable, q.id)
-		d.tblMu.Unlock()
-		return fail(syscall.EINVAL)
-	}
 	pd.users.Add(1)
 	q.sendCQ.qps.Add(1)
 	q.recvCQ.qps.Add(1)
@@ -377,10 +378,8 @@ func (d *Device) fillRoCECtx(q *QP) {
 	c.PKey = defaultPKey
 	c.SendCQ = q.sendCQ.id
 	c.RecvCQ = q.recvCQ.id
-	// No QS handle yet: irdma_roce_fill_and_set_qpctx_info leaves
-	// qp->qs_handle as the zeroed QP has it, and irdma_qp_add_qos sets it
-	// after CREATE_QP (qpJoinQoS, under the QoS table's lock); the first
-	// MODIFY_QP's context carries it to the device.
+	// The QS handle is already in the context: qpJoinQoS put it there
+	// under the QoS table's lock (irdma_qp_add_qos).
 	// Every QP counts into the function's statistics instance
 	// (irdma_vsi_stats_init allocated it with MANAGE_STATS); GATHER_STATS
 	// on that instance is what irdma_get_hw_stats reads.

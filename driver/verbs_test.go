@@ -258,16 +258,22 @@ func TestQPVerbsAndErrnos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// QP 3 (0..2 reserved); WS tree: root, VSI node, leaf add + enable.
+	// QP 3 (0..2 reserved); WS tree first (root, VSI node, leaf add +
+	// enable), then CREATE_QP, whose context carries the leaf's QS handle:
+	// irdma_create_qp calls dev->ws_add and irdma_qp_add_qos before
+	// irdma_roce_fill_and_set_qpctx_info.
 	if q.ID() < 3 || resp.QPCaps != capWriteWithImm|capSendWithImm|capRoCE|capPushMode {
 		t.Errorf("qp %d caps %#x", q.ID(), resp.QPCaps)
 	}
 	ops := opsOf(f.since(n))
-	want := []uint8{cqpOpCreateQP, cqpOpWorkSchedNode, cqpOpWorkSchedNode, cqpOpWorkSchedNode, cqpOpWorkSchedNode}
+	want := []uint8{cqpOpWorkSchedNode, cqpOpWorkSchedNode, cqpOpWorkSchedNode, cqpOpWorkSchedNode, cqpOpCreateQP}
 	if string(ops) != string(want) {
 		t.Errorf("create ops %x, want %x", ops, want)
 	}
-	cw := f.since(n)[0].Q
+	if q.ctx.QSHandle == 0 || q.ctx.QSHandle != d.ws.qos[0].qsHandle {
+		t.Errorf("create context QS handle %d, leaf's %d", q.ctx.QSHandle, d.ws.qos[0].qsHandle)
+	}
+	cw := f.since(n)[4].Q
 	if cw[3] != 0x100b_8000_0000_0000|uint64(q.ID()) || cw[2] != q.ctxPA || cw[5] != q.shadowPA || q.ctxPA != q.q2ctx.pa+256 {
 		t.Errorf("CREATE_QP %#x", cw)
 	}
