@@ -2,6 +2,7 @@ package dataplane_test
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -102,11 +103,19 @@ func TestControlDuringTraffic(t *testing.T) {
 	a, b := w.connectRC(withMTU(1024), withMTU(1024))
 	src := a.n.newMR(4<<20, devtest.RightsAll, a.pd)
 	dst := b.n.newMR(4<<20, devtest.RightsAll, b.pd)
+	sent := w.nodes[0].eng.Stats().Port.TxPackets
 	for i := range 8 {
 		a.post(uk.SendWR{WrID: uint64(i), Opcode: uk.WRRDMAWrite, Flags: uk.SendSignaled,
 			SGList: []uk.SGE{{Addr: src.va, Length: 4 << 20, LKey: src.stag}}, RemoteAddr: dst.va, RKey: dst.stag})
 	}
-	time.Sleep(2 * time.Millisecond)
+	// Move to ERROR once the WRITEs are on the wire (32 MiB take far
+	// longer than this to complete), not after a guessed sleep.
+	for deadline := time.Now().Add(10 * time.Second); w.nodes[0].eng.Stats().Port.TxPackets == sent; {
+		if time.Now().After(deadline) {
+			t.Fatal("the WRITEs never started")
+		}
+		runtime.Gosched()
+	}
 	a.n.env.MustOK(a.n.env.ModifyQP(a.q, devtest.StateError), "MODIFY_QP ERROR")
 	c := a.n.env.FlushWQEs(a.q, true, true, 0, 0)
 	if c.Error && c.Minor != 0x8006 { // "no WQE" only if everything had completed
@@ -134,6 +143,8 @@ func TestControlDuringTraffic(t *testing.T) {
 	if flushed == 0 {
 		t.Fatalf("nothing was in flight")
 	}
+	// An absence check needs a window: any packet of the flushed QP in it
+	// fails the test; a quiet window cannot make it fail wrongly.
 	before := w.nodes[0].eng.Stats().Port.TxPackets
 	time.Sleep(5 * time.Millisecond)
 	if after := w.nodes[0].eng.Stats().Port.TxPackets; after != before {
