@@ -96,6 +96,7 @@ type Counters struct {
 	DuplicateRequests uint64            `json:"duplicate_requests"`
 	ReadReplays       uint64            `json:"read_replays"`
 	AtomicReplays     uint64            `json:"atomic_replays"`
+	AtomicDuplicates  uint64            `json:"atomic_duplicates"`
 	AcksSent          uint64            `json:"acks_sent"`
 	AcksCoalesced     uint64            `json:"acks_coalesced"`
 	SQWQEs            uint64            `json:"sq_wqes"`
@@ -252,7 +253,7 @@ func counters(c qp.CounterSnapshot) Counters {
 		Retransmissions: c.Retransmits, Timeouts: c.Timeouts, RNRRetries: c.RNRWaits,
 		NAKsSent: map[string]uint64{}, NAKsReceived: map[string]uint64{},
 		OutOfSequence: c.OutOfSequence, DuplicateRequests: c.Duplicates,
-		ReadReplays: c.ReadReplays, AtomicReplays: c.AtomicReplays,
+		ReadReplays: c.ReadReplays, AtomicReplays: c.AtomicReplays, AtomicDuplicates: c.AtomicDuplicates,
 		AcksSent: c.AcksSent, AcksCoalesced: c.AcksCoalesced,
 		SQWQEs: c.SQWQEs, RQWQEs: c.RQWQEs, CQEs: c.CQEs, FatalErrors: c.FatalErrors, TxStalls: c.TxStalls,
 		ICRC: ICRCCounts{Verified: c.ICRCVerified, LinkVerified: c.ICRCLinkGood,
