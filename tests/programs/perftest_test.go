@@ -2,6 +2,7 @@ package programs_test
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -36,7 +37,7 @@ type perfRow struct {
 }
 
 func parsePerf(out string, lat bool) []perfRow {
-	re, cols := bwRow, []int{3, 4}
+	re, cols := bwRow, []int{3, 4, 5} // peak, average, message rate
 	if lat {
 		re, cols = latRow, []int{3, 4, 5, 6}
 	}
@@ -110,9 +111,18 @@ func TestPerftest(t *testing.T) {
 				got := map[int]int{}
 				for _, r := range rows {
 					got[r.bytes] = r.iters
-					// The average bandwidth, or every latency figure.
-					if !tc.lat && r.f[1] <= 0 || tc.lat && (r.f[0] <= 0 || r.f[1] < r.f[0] || r.f[3] < r.f[0]) {
+					// Every latency figure; or the message rate, and the
+					// average bandwidth agreeing with it (perftest prints
+					// MB/sec of 2^20 bytes with two decimals, so 20 tiny
+					// messages can show 0.00 at a real rate).
+					if tc.lat && (r.f[0] <= 0 || r.f[1] < r.f[0] || r.f[3] < r.f[0]) {
 						t.Errorf("%d bytes: figures %v", r.bytes, r.f)
+					}
+					if !tc.lat {
+						fromRate := r.f[2] * 1e6 * float64(r.bytes) / (1 << 20)
+						if r.f[2] <= 0 || math.Abs(r.f[1]-fromRate) > 0.005+0.01*fromRate+0.5e-6*1e6*float64(r.bytes)/(1<<20) {
+							t.Errorf("%d bytes: figures %v (average %.2f MB/sec, message rate gives %.4f)", r.bytes, r.f, r.f[1], fromRate)
+						}
 					}
 				}
 				if len(rows) != len(want) || fmt.Sprint(got) != fmt.Sprint(want) {
