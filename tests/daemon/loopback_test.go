@@ -2,12 +2,18 @@ package daemon_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/gopacket/pcapgo"
+
 	"github.com/irdma-emu/irdma-emu/client"
+	"github.com/irdma-emu/irdma-emu/emu/wire"
 	"github.com/irdma-emu/irdma-emu/internal/daemon"
 	"github.com/irdma-emu/irdma-emu/internal/testaddr"
 )
@@ -115,9 +121,11 @@ func portGIDs(t *testing.T, c *client.Context) map[int]client.GID {
 // (UD) byte for byte through every GID index of the port: 0, the fe80::
 // default GID, which no interface of lo has, and 1, ::ffff:<addr>. Every
 // frame stays inside the device (docs/dataplane.md "Loopback"): the port's
-// loopback counter takes them all, the UDP link sees none.
+// loopback counter takes them all, the UDP link sees none, and the
+// capture (--pcap) has each of them once.
 func TestLoopbackGIDs(t *testing.T) {
-	n := startNode(t, "ietl", testaddr.Loopback(t, 1)[0].String(), nil)
+	var pcap syncBuf
+	n := startNode(t, "ietl", testaddr.Loopback(t, 1)[0].String(), func(c *daemon.Config) { c.PcapWriter = &pcap })
 	c0 := n.open(t)
 	gids := portGIDs(t, c0)
 	if g, ok := gids[0]; !ok || !netip.AddrFrom16(g).IsLinkLocalUnicast() {
@@ -154,6 +162,46 @@ func TestLoopbackGIDs(t *testing.T) {
 				lbCounters(t, n, before)
 			})
 		}
+	}
+	// The capture, complete once the daemon is closed: every looped-back
+	// frame once, between two of the port's GIDs, its ICRC good.
+	s, err := n.d.Stats(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapgo.NewReader(strings.NewReader(pcap.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := map[netip.Addr]bool{}
+	for _, g := range gids {
+		own[netip.AddrFrom16(g).Unmap()] = true
+	}
+	var f wire.Frame
+	k := uint64(0)
+	for ; ; k++ {
+		data, _, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.ParseFrame(data, &f); err != nil {
+			t.Fatalf("captured frame %d: %v", k, err)
+		}
+		if err := f.VerifyICRC(); err != nil {
+			t.Fatalf("captured frame %d: %v", k, err)
+		}
+		if !own[f.Src().Addr().Unmap()] || !own[f.Dst().Addr().Unmap()] {
+			t.Fatalf("captured frame %d: %v → %v, not between the port's GIDs", k, f.Src(), f.Dst())
+		}
+	}
+	if lb := s.Port.Loopback.Frames; k != lb || lb == 0 || s.Port.Link.TxFrames != 0 {
+		t.Fatalf("capture has %d frames; the daemon looped back %d and sent %d on the link", k, lb, s.Port.Link.TxFrames)
 	}
 }
 
