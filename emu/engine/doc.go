@@ -28,6 +28,15 @@
 // are checked by the worker (they read the QP's context cache). Every drop
 // is counted by reason.
 //
+// # Loopback
+//
+// A frame the device sends to one of the port's GIDs (Config.GIDs, an
+// atomic snapshot) does not go to the link: the worker that built it passes
+// it through the same receive path, after showing it to the link's
+// link.Looper (a capture). A multicast frame goes to the link and, when the
+// device has a group of its address, as a copy to the local members. The
+// decision is per frame (loopback.go; docs/dataplane.md "Loopback").
+//
 // # Doorbells and the rescan
 //
 // A WQEALLOC write (its QP id in [19:0]) marks the QP ready. Doorbells are

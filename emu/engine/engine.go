@@ -28,8 +28,11 @@ type Config struct {
 	Tunables qp.Tunables
 	// Scan configures the rescan of idle active QPs.
 	Scan ScanConfig
-	// GIDs are the port's addresses; a packet to any other address is
-	// dropped (rxe_rcv's GID check). Empty: no check. SetGIDs changes them.
+	// GIDs are the port's addresses, every entry of its GID table: a
+	// packet received for any other address is dropped (rxe_rcv's GID
+	// check), and a frame the device sends to one of them is delivered
+	// inside the device instead of on the link (loopback.go). Empty: no
+	// check and no loopback. SetGIDs changes them.
 	GIDs []netip.Addr
 	// TxBatch bounds the packets a worker hands to the link per Send; 0:
 	// the link's BatchSize.
@@ -150,6 +153,7 @@ func (e *Engine) AttachLink(l link.Link) error {
 		return ErrClosed
 	}
 	e.port.l = l
+	e.port.looper, _ = l.(link.Looper)
 	e.port.state.Store(uint32(l.State()))
 	e.dp.PortMTU = ibMTU(l.MTU())
 	batch := e.cfg.TxBatch
@@ -160,6 +164,8 @@ func (e *Engine) AttachLink(l link.Link) error {
 		w.ctx.Pool = l.Pool()
 		w.ctx.MAC = l.MAC()
 		w.batch = max(batch, 1)
+		w.tx = make([]*link.Packet, 0, w.batch)
+		w.local = make([]*link.Packet, 0, w.batch)
 	}
 	l.Attach(e.port)
 	return nil
@@ -218,7 +224,8 @@ func (e *Engine) Poll() bool {
 	return did
 }
 
-// SetGIDs replaces the port's addresses.
+// SetGIDs replaces the port's addresses (Config.GIDs). Workers read the
+// new snapshot at their next flush.
 func (e *Engine) SetGIDs(gids []netip.Addr) {
 	g := make([]netip.Addr, len(gids))
 	for i, a := range gids {

@@ -13,24 +13,34 @@ import (
 )
 
 // port is the device's port: the link.Receiver its link pushes frames to.
-// A link never calls Receive from two goroutines at once, so the parse
-// scratch is the port's own.
+// A link never calls Receive from two goroutines at once, so rx, the parse
+// scratch of frames from the link, is the port's own; frames the device
+// sends to itself pass the same gate from the worker that built them, with
+// the worker's scratch (loop). The counters are atomic.
 type port struct {
 	e        *Engine
 	l        link.Link
-	f        wire.Frame
+	looper   link.Looper // l, if it wants to see looped-back frames
+	rx       rxScratch
 	c        qp.Counters
+	lb       loopStats
 	gids     atomic.Pointer[[]netip.Addr]
 	state    atomic.Uint32
 	closed   atomic.Bool
 	inflight atomic.Int32
-	members  []uint32
 	// delivered counts the frames queued to a QP (a multicast frame once
 	// per member); every frame received is delivered or dropped here.
 	delivered atomic.Uint64
 }
 
 var _ link.Receiver = (*port)(nil)
+
+// rxScratch is what one goroutine's pass through the gate writes: the
+// parsed frame and the member list of a multicast group.
+type rxScratch struct {
+	f       wire.Frame
+	members []uint32
+}
 
 // Receive implements link.Receiver: each frame passes the gate and goes to
 // its QP's inbox, or is dropped and counted.
@@ -44,7 +54,7 @@ func (p *port) Receive(pkts []*link.Packet) {
 		return
 	}
 	for _, pk := range pkts {
-		p.receive(pk)
+		p.receive(&p.rx, pk)
 	}
 }
 
@@ -70,10 +80,10 @@ func (p *port) drop(pk *link.Packet, r qp.DropReason) {
 
 // receive is the gate, in rxe's order (rxe_recv.c rxe_rcv and hdr_check,
 // docs/roce.md "rxe receive checks"): parse, ICRC, destination GID, QPN,
-// transport.
-func (p *port) receive(pk *link.Packet) {
+// transport. s is the calling goroutine's scratch.
+func (p *port) receive(s *rxScratch, pk *link.Packet) {
 	e := p.e
-	f := &p.f
+	f := &s.f
 	if err := wire.ParseFrame(pk.Data, f); err != nil {
 		p.drop(pk, qp.DropParse)
 		return
@@ -105,7 +115,7 @@ func (p *port) receive(pk *link.Packet) {
 	dst := f.Dst().Addr().Unmap()
 	qpn := f.Packet.BTH.DestQP()
 	if qpn == wire.QPNMask {
-		p.multicast(pk, f, dst)
+		p.multicast(s, pk, dst)
 		return
 	}
 	if !p.ourGID(dst) {
@@ -171,8 +181,9 @@ func (p *port) ourGID(dst netip.Addr) bool {
 // multicast group of its destination address (IBTA §10.5; irdma's
 // CREATE_MCAST_GRP groups): the last member takes the frame, the others a
 // copy.
-func (p *port) multicast(pk *link.Packet, f *wire.Frame, dst netip.Addr) {
+func (p *port) multicast(s *rxScratch, pk *link.Packet, dst netip.Addr) {
 	e := p.e
+	f := &s.f
 	if !dst.IsMulticast() || f.Packet.Opcode().Transport() != wire.TransportUD {
 		p.drop(pk, qp.DropMcastNoGroup)
 		return
@@ -183,10 +194,10 @@ func (p *port) multicast(pk *link.Packet, f *wire.Frame, dst netip.Addr) {
 		p.drop(pk, qp.DropMcastNoGroup)
 		return
 	}
-	p.members = g.QPs(p.members[:0])
+	s.members = g.QPs(s.members[:0])
 	var qps [ah.MGEntries]*qp.QP
 	k := 0
-	for _, id := range p.members {
+	for _, id := range s.members {
 		if q := e.dev.QPs().Get(id); q != nil && q.Type == qp.TypeRoCEUD {
 			qps[k] = q
 			k++
@@ -197,7 +208,7 @@ func (p *port) multicast(pk *link.Packet, f *wire.Frame, dst netip.Addr) {
 		return
 	}
 	for i := 0; i < k-1; i++ {
-		c := p.clone(pk)
+		c := clone(p.pool(), pk)
 		if c == nil {
 			p.c.Drops[qp.DropInboxFull].Add(1)
 			continue
@@ -227,12 +238,20 @@ func (p *port) countIP(f *wire.Frame, pk *link.Packet) {
 	st.Function.Add(qp.StatUDPRxPkts, 1)
 }
 
-// clone copies pk into a packet of the link's pool; nil when it is empty.
-func (p *port) clone(pk *link.Packet) *link.Packet {
+// pool is the link's packet pool (nil without a link).
+func (p *port) pool() *link.Pool {
 	if p.l == nil {
 		return nil
 	}
-	c := p.l.Pool().Get()
+	return p.l.Pool()
+}
+
+// clone copies pk into a packet of pool; nil when it is empty (or nil).
+func clone(pool *link.Pool, pk *link.Packet) *link.Packet {
+	if pool == nil {
+		return nil
+	}
+	c := pool.Get()
 	if c == nil {
 		return nil
 	}

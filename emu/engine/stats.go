@@ -25,6 +25,10 @@ type Stats struct {
 	// once per member). Every received frame is one or the other.
 	Gate      qp.CounterSnapshot
 	Delivered uint64
+	// Loopback counts the frames the device delivered to itself instead of
+	// sending them (docs/dataplane.md "Loopback"); they passed the gate
+	// too, so Gate and Delivered account for Link.RxFrames plus these.
+	Loopback LoopbackStats
 	// QPs is the number of live (not destroyed) QPs with a transport
 	// attached. Records of destroyed QPs are dropped lazily (register).
 	QPs int
@@ -37,6 +41,7 @@ type Stats struct {
 // Stats returns a snapshot.
 func (e *Engine) Stats() Stats {
 	s := Stats{Port: e.port.c.Snapshot(), Gate: e.port.c.Snapshot(), Delivered: e.port.delivered.Load(), Meter: e.dp.Meter.Snapshot(),
+		Loopback:         e.port.lb.snapshot(),
 		UnknownDoorbells: e.unknownDoorbells.Load(), PortUp: link.State(e.port.state.Load()) == link.StateUp}
 	for _, w := range e.workers {
 		s.Port.Add(w.port.Snapshot())

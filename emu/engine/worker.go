@@ -23,6 +23,8 @@ type worker struct {
 	ctx    qp.Ctx
 	port   qp.Counters
 	tx     []*link.Packet
+	local  []*link.Packet // the frames of a flush the device keeps (loop)
+	rx     rxScratch      // the gate's scratch for them
 	batch  int
 	run    []*entry
 	active []*entry
@@ -31,7 +33,8 @@ type worker struct {
 }
 
 func newWorker(e *Engine, id int, pool *link.Pool) *worker {
-	w := &worker{e: e, id: id, kickc: make(chan struct{}, 1), batch: link.DefaultBatchSize}
+	w := &worker{e: e, id: id, kickc: make(chan struct{}, 1), batch: link.DefaultBatchSize,
+		tx: make([]*link.Packet, 0, link.DefaultBatchSize), local: make([]*link.Packet, 0, link.DefaultBatchSize)}
 	w.ready.init()
 	w.ctx.Pool = pool
 	w.ctx.Port = &w.port
@@ -56,20 +59,48 @@ func (w *worker) send(p *link.Packet) {
 }
 
 // flush hands the batch to the link (which owns the packets from then on,
-// whatever happens to them).
+// whatever happens to them), except the frames addressed to the device
+// itself, which go through the port's receive path here, after the link
+// has had the rest (loopback.go). Per-QP order holds: an RC QP's frames
+// all take one way, and each way keeps the order they were built in.
 func (w *worker) flush() {
 	if len(w.tx) == 0 {
 		return
 	}
-	if l := w.e.port.l; l != nil {
-		_ = l.Send(w.tx) // a closed link releases and returns net.ErrClosed
-	} else {
-		for _, p := range w.tx {
-			p.Release()
+	p := w.e.port
+	own := p.ownGIDs()
+	out, local := w.tx[:0], w.local[:0] // out reuses w.tx in place: it never overtakes the reader
+	var mcast uint64
+	for _, pk := range w.tx {
+		switch p.routeOf(own, pk.Data) {
+		case toSelf:
+			local = append(local, pk)
+		case toGroup:
+			out = append(out, pk)
+			if c := clone(w.ctx.Pool, pk); c != nil {
+				local = append(local, c)
+				mcast++
+			} else {
+				p.lb.noBuffer.Add(1)
+			}
+		default:
+			out = append(out, pk)
 		}
 	}
+	if len(out) > 0 {
+		if l := p.l; l != nil {
+			_ = l.Send(out) // a closed link releases and returns net.ErrClosed
+		} else {
+			for _, pk := range out {
+				pk.Release()
+			}
+		}
+	}
+	p.loop(&w.rx, local, mcast)
 	clear(w.tx)
 	w.tx = w.tx[:0]
+	clear(local)
+	w.local = local[:0]
 }
 
 // round runs every QP queued now, once; QPs with more to do queue again

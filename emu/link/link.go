@@ -237,6 +237,17 @@ type Link interface {
 	Close() error
 }
 
+// Looper is an optional interface of a Link. A device that delivers a frame
+// to itself instead of sending it (hardware loopback: a frame to one of its
+// own addresses, docs/dataplane.md "Loopback") shows it to Looped first,
+// just before its own receive path takes it, so that a capture on the link
+// records it as it records a sent frame — which the wire never sees. The
+// packets stay the caller's: Looped must not keep or release them, and
+// must not block for long (it runs on the device's data path).
+type Looper interface {
+	Looped(pkts []*Packet)
+}
+
 // ipLen returns the length of the IP packet inside an Ethernet frame of at
 // least wire.EthernetSize bytes, skipping one 802.1Q tag.
 func ipLen(frame []byte) int {

@@ -284,6 +284,23 @@ func (e *End) Send(pkts []*Packet) error {
 	return nil
 }
 
+// Looped implements Looper: the capture, if any, records the frames a
+// device kept for itself, at the sending end's clock.
+func (e *End) Looped(pkts []*Packet) {
+	t := e.pair.tap
+	if t == nil {
+		return
+	}
+	now := e.tx.clock.Now()
+	for _, p := range pkts {
+		if p != nil {
+			t.write(now, p.Data)
+		}
+	}
+}
+
+var _ Looper = (*End)(nil)
+
 // dropped counts p as dropped for reason and releases it.
 func (e *End) dropped(reason DropReason, p *Packet) {
 	e.c.drops[reason].Add(1)

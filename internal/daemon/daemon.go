@@ -153,7 +153,7 @@ func Start(cfg Config) (_ *Daemon, err error) {
 
 	// The data plane and the port's link.
 	ecfg := cfg.Engine
-	ecfg.GIDs = info.Addrs
+	ecfg.GIDs = d.engineGIDs()
 	d.eng, err = engine.New(d.dev, ecfg)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -125,7 +126,9 @@ func (d *Daemon) portChanged(info netport.Info, kinds netport.EventKind, cause s
 		} else if err := d.link.SetAddrs(info.Addrs); err != nil {
 			log.Error("link addresses", zap.Stringers("addrs", info.Addrs), zap.Error(err))
 		}
-		d.eng.SetGIDs(info.Addrs)
+	}
+	if kinds&(netport.EventGIDs|netport.EventAddrs|netport.EventMAC) != 0 {
+		d.eng.SetGIDs(d.engineGIDs())
 	}
 	if kinds&netport.EventMTU != 0 {
 		// QUERY_PORT reads the MTU live; the link's MTU is fixed when it is
@@ -185,6 +188,20 @@ func eventName(t driver.AsyncEventType) string {
 		return "DEVICE_FATAL"
 	}
 	return fmt.Sprintf("EVENT_%d", t)
+}
+
+// engineGIDs are the addresses of every entry of the driver's GID table
+// (the default GID included, which on lo is no interface address): what
+// the engine's receive gate accepts (rxe_rcv checks the destination
+// against the whole table) and what it delivers inside the device when
+// the device sends to it (docs/dataplane.md "Loopback").
+func (d *Daemon) engineGIDs() []netip.Addr {
+	t := d.drv.GIDTable()
+	out := make([]netip.Addr, 0, len(t))
+	for _, g := range t {
+		out = append(out, g.Addr)
+	}
+	return out
 }
 
 // gidStrings is the driver's GID table as text.

@@ -17,7 +17,8 @@ import (
 // portLink is the link the engine attaches: a link.Link decorator over the
 // port's UDP link. It
 //
-//   - taps both directions into the capture, if any (--pcap);
+//   - taps both directions into the capture, if any (--pcap), and the
+//     frames the device keeps for itself (Looped);
 //   - keeps the engine's receiver while the UDP link underneath is replaced
 //     (reopen), which is how faults change at run time as long as the UDP
 //     link has no setter of its own (see setFaults);
@@ -95,6 +96,19 @@ func (pl *portLink) Send(pkts []*link.Packet) error {
 	}
 	return pl.inner.Send(pkts)
 }
+
+// Looped implements link.Looper: the frames the device delivered to itself
+// (an own GID: docs/dataplane.md "Loopback") go into the capture like the
+// frames it sends, once, stamped now — an E810 would not put them on the
+// wire, but the capture shows what the port did. The UDP link never sees
+// them.
+func (pl *portLink) Looped(pkts []*link.Packet) {
+	if c := pl.cap.Load(); c != nil {
+		c.record(pl.clock.Now(), pkts)
+	}
+}
+
+var _ link.Looper = (*portLink)(nil)
 
 // Attach implements link.Link: the receiver stays attached across reopens.
 func (pl *portLink) Attach(r link.Receiver) {

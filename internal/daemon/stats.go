@@ -66,9 +66,12 @@ type PortStats struct {
 	// Counters are the data plane's counters summed over the port gate and
 	// every worker.
 	Counters
-	Link             LinkStats `json:"link"`
-	ActiveQPs        int       `json:"active_qps"`
-	UnknownDoorbells uint64    `json:"unknown_doorbells"`
+	Link LinkStats `json:"link"`
+	// Loopback are the frames the device delivered to itself (an own GID
+	// as destination) instead of giving them to the link.
+	Loopback         LoopbackStats `json:"loopback"`
+	ActiveQPs        int           `json:"active_qps"`
+	UnknownDoorbells uint64        `json:"unknown_doorbells"`
 }
 
 // HWCounter is one hardware counter.
@@ -115,6 +118,17 @@ type ICRCCounts struct {
 	LinkVerified uint64 `json:"link_verified"` // checked by the link, good
 	Unverifiable uint64 `json:"unverifiable"`  // IPv4 on a UDP socket, ID not 0: accepted
 	Failed       uint64 `json:"failed"`        // mismatch: dropped
+}
+
+// LoopbackStats count the frames the device kept for itself
+// (docs/dataplane.md "Loopback"): frames and whole-frame bytes handed to its
+// own receive path, the multicast copies among them (the frame also went to
+// the link), and the copies not made for want of a packet buffer.
+type LoopbackStats struct {
+	Frames    uint64 `json:"frames"`
+	Bytes     uint64 `json:"bytes"`
+	Multicast uint64 `json:"multicast_copies"`
+	NoBuffer  uint64 `json:"no_buffer"`
 }
 
 // LinkStats are the UDP link's counters (docs/transport.md, "Counters").
@@ -196,6 +210,8 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 	p.ActiveQPs = es.QPs
 	p.UnknownDoorbells = es.UnknownDoorbells
 	p.Link = d.linkStats()
+	p.Loopback = LoopbackStats{Frames: es.Loopback.Frames, Bytes: es.Loopback.Bytes,
+		Multicast: es.Loopback.Multicast, NoBuffer: es.Loopback.NoBuffer}
 	s.Cycles = cycles(es.Meter, d.dev.Meter().Model().Hz())
 	s.Resources = d.resources(es.QPs)
 

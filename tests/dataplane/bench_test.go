@@ -99,9 +99,18 @@ var hook func(bool)
 // So the warm-up and the window run, as testing.AllocsPerRun does, with
 // GOMAXPROCS 1, and with the collector off; neither hides an allocation
 // (Mallocs counts every object, collected or not).
-func allocsPerPacket(t testing.TB, ops, size int) (send, recv, pkts uint64) {
+//
+// With loop both QPs are on the first device, connected through its own
+// address (docs/dataplane.md "Loopback"): the whole exchange runs in that
+// device's Poll, its receive gate included, so it all counts as send.
+func allocsPerPacket(t testing.TB, ops, size int, loop bool) (send, recv, pkts, looped uint64) {
 	w := newWorld(t, opts{stepped: true})
-	a, peer := w.connectRC(withMTU(1024), withMTU(1024))
+	var a, peer *ep
+	if loop {
+		a, peer = w.nodes[0].loopRC(withMTU(1024))
+	} else {
+		a, peer = w.connectRC(withMTU(1024), withMTU(1024))
+	}
 	src := a.n.newMR(16*size, devtest.RightsAll, a.pd)
 	dst := peer.n.newMR(16*size, devtest.RightsAll, peer.pd)
 	wr := []uk.SendWR{{Opcode: uk.WRRDMAWrite, Flags: uk.SendSignaled, RKey: dst.stag,
@@ -112,7 +121,7 @@ func allocsPerPacket(t testing.TB, ops, size int) (send, recv, pkts uint64) {
 		runtime.ReadMemStats(&ms)
 		return ms.Mallocs
 	}
-	pollA, pollB := a.n.eng.Poll, peer.n.eng.Poll
+	pollA, pollB := w.nodes[0].eng.Poll, w.nodes[1].eng.Poll
 	advance := func() {
 		if next, ok := w.man.Next(); ok {
 			w.man.Advance(max(next-w.man.Now(), 0))
@@ -152,32 +161,52 @@ func allocsPerPacket(t testing.TB, ops, size int) (send, recv, pkts uint64) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	run(200, false) // warm up pools, slices, timers on the one P
-	before := w.nodes[0].eng.Stats().Port.TxPackets
+	s0 := w.nodes[0].eng.Stats()
 	run(ops, true)
-	pkts = w.nodes[0].eng.Stats().Port.TxPackets - before
-	return send, recv, pkts
+	s1 := w.nodes[0].eng.Stats()
+	pkts = s1.Port.TxPackets - s0.Port.TxPackets
+	looped = s1.Loopback.Frames - s0.Loopback.Frames
+	return send, recv, pkts, looped
 }
 
 // TestAllocsPerPacket checks that the steady-state send and receive paths
-// allocate nothing at all: docs/dataplane.md claims 0 per packet, so the
-// count over the whole window must be exactly zero.
+// allocate nothing at all, between two devices over the link and between
+// two QPs of one device through its loopback: docs/dataplane.md claims 0
+// per packet, so the count over the whole window must be exactly zero.
 func TestAllocsPerPacket(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	send, recv, pkts := allocsPerPacket(t, 500, 4096)
-	t.Logf("%d packets: %d allocations sending, %d receiving", pkts, send, recv)
-	if pkts < 500*4 {
-		t.Fatalf("%d packets for 500 WRITEs of 4 KiB at MTU 1024, want at least 2000", pkts)
-	}
-	if send != 0 || recv != 0 {
-		t.Errorf("%d allocations sending and %d receiving over %d packets, want none", send, recv, pkts)
+	for _, tc := range []struct {
+		name string
+		loop bool
+	}{{"link", false}, {"loopback", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			send, recv, pkts, looped := allocsPerPacket(t, 500, 4096, tc.loop)
+			t.Logf("%d packets (%d looped back): %d allocations sending, %d receiving", pkts, looped, send, recv)
+			if pkts < 500*4 {
+				t.Fatalf("%d packets for 500 WRITEs of 4 KiB at MTU 1024, want at least 2000", pkts)
+			}
+			if send != 0 || recv != 0 {
+				t.Errorf("%d allocations sending and %d receiving over %d packets, want none", send, recv, pkts)
+			}
+			if want := map[bool]uint64{false: 0, true: pkts}[tc.loop]; looped != want {
+				t.Errorf("%d of %d packets looped back, want %d", looped, pkts, want)
+			}
+		})
 	}
 }
 
 // BenchmarkAllocsPerPacket reports the same figures as metrics.
 func BenchmarkAllocsPerPacket(b *testing.B) {
-	send, recv, pkts := allocsPerPacket(b, max(b.N, 100), 4096)
-	b.ReportMetric(float64(send)/float64(pkts), "send-allocs/pkt")
-	b.ReportMetric(float64(recv)/float64(pkts), "recv-allocs/pkt")
+	for _, tc := range []struct {
+		name string
+		loop bool
+	}{{"link", false}, {"loopback", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			send, recv, pkts, _ := allocsPerPacket(b, max(b.N, 100), 4096, tc.loop)
+			b.ReportMetric(float64(send)/float64(pkts), "send-allocs/pkt")
+			b.ReportMetric(float64(recv)/float64(pkts), "recv-allocs/pkt")
+		})
+	}
 }

@@ -38,7 +38,7 @@ type opts struct {
 	linkMTU  int
 	workers  int
 	scan     engine.ScanConfig
-	capture  bool
+	capture  bool // the pair writes a pcap into world.pcap
 	queueLen int
 }
 
@@ -50,6 +50,7 @@ type world struct {
 	pair  *link.Pair
 	nodes [2]*node
 	o     opts
+	pcap  *bytes.Buffer // with opts.capture; complete once the pair is closed
 }
 
 // node is one device with its engine.
@@ -92,6 +93,10 @@ func newWorld(t testing.TB, o opts) *world {
 		pc.BtoA.Seed = o.faults.Seed + 1
 	}
 	pc.Pool = link.NewPool(1 << 16)
+	if o.capture {
+		w.pcap = &bytes.Buffer{}
+		pc.Capture = w.pcap
+	}
 	var err error
 	w.pair, err = link.NewPair(pc)
 	if err != nil {
@@ -269,6 +274,21 @@ func (w *world) connectRC(modA, modB qpOpt) (*ep, *ep) {
 	a.env.Connect(ea.q)
 	b.env.Connect(eb.q)
 	return ea, eb
+}
+
+// loopRC creates two RC QPs on n connected to each other through n's own
+// address, in RTS: their traffic never leaves the device (docs/dataplane.md
+// "Loopback"). The ARP entry the QPs use is n's own MAC, as the uverbs
+// layer resolves a local destination.
+func (n *node) loopRC(mods ...qpOpt) (*ep, *ep) {
+	n.env.SetARP(1, n.mac)
+	a := n.newEP(false, n, mods...)
+	b := n.newEP(false, n, mods...)
+	a.q.Spec.DestQP, b.q.Spec.DestQP = b.q.Spec.ID, a.q.Spec.ID
+	a.q.Spec.RQPSN, b.q.Spec.RQPSN = b.q.Spec.SQPSN, a.q.Spec.SQPSN
+	n.env.Connect(a.q)
+	n.env.Connect(b.q)
+	return a, b
 }
 
 // mr is a registered buffer.

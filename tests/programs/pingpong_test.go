@@ -51,6 +51,13 @@ func parsePP(t *testing.T, who string, p *prog) ppResult {
 // other, iterations and bytes (size × iters × 2), and no complaint.
 func checkPair(t *testing.T, srvNode, cliNode *node, s, c *prog, size, iters int) (srv, cli ppResult) {
 	t.Helper()
+	return checkPairGIDs(t, srvNode.gid(), cliNode.gid(), s, c, size, iters)
+}
+
+// checkPairGIDs is checkPair with the GIDs the server and the client must
+// print as their own.
+func checkPairGIDs(t *testing.T, srvGID, cliGID string, s, c *prog, size, iters int) (srv, cli ppResult) {
+	t.Helper()
 	if s.code() != 0 || c.code() != 0 {
 		t.Fatalf("server exit %d, client exit %d\n%s", s.code(), c.code(), dump(s, c))
 	}
@@ -58,10 +65,10 @@ func checkPair(t *testing.T, srvNode, cliNode *node, s, c *prog, size, iters int
 	for _, x := range []struct {
 		who       string
 		r         ppResult
-		me, other *node
-	}{{"server", srv, srvNode, cliNode}, {"client", cli, cliNode, srvNode}} {
-		if x.r.localGID != x.me.gid() || x.r.remoteGID != x.other.gid() {
-			t.Errorf("%s: GIDs local %s remote %s, want %s and %s", x.who, x.r.localGID, x.r.remoteGID, x.me.gid(), x.other.gid())
+		me, other string
+	}{{"server", srv, srvGID, cliGID}, {"client", cli, cliGID, srvGID}} {
+		if x.r.localGID != x.me || x.r.remoteGID != x.other {
+			t.Errorf("%s: GIDs local %s remote %s, want %s and %s", x.who, x.r.localGID, x.r.remoteGID, x.me, x.other)
 		}
 		if x.r.iters != iters || x.r.bytes != size*iters*2 || x.r.usec <= 0 {
 			t.Errorf("%s: %d iters, %d bytes, %.2f usec/iter; want %d iters of %d bytes", x.who, x.r.iters, x.r.bytes, x.r.usec, iters, size)
