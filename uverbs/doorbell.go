@@ -56,10 +56,20 @@ func newDoorbellPage() (*doorbellPage, error) {
 func (p *doorbellPage) word(off int) *uint32 { return (*uint32)(unsafe.Pointer(&p.mem[off])) }
 
 // takeSQ returns the last QP id stored in the SQ doorbell and clears it.
-func (p *doorbellPage) takeSQ() uint32 { return atomic.SwapUint32(p.word(DoorbellSQ), 0) }
+func (p *doorbellPage) takeSQ() uint32 { return take(p.word(DoorbellSQ)) }
 
 // takeCQ returns the last CQ id stored in the CQ arm doorbell and clears it.
-func (p *doorbellPage) takeCQ() uint32 { return atomic.SwapUint32(p.word(DoorbellCQ), 0) }
+func (p *doorbellPage) takeCQ() uint32 { return take(p.word(DoorbellCQ)) }
+
+// take swaps a doorbell word with 0, but only reads it when it is 0
+// already: a polling worker reads the page often, and a read leaves the
+// program's cache line shared where a swap would take it away.
+func take(w *uint32) uint32 {
+	if atomic.LoadUint32(w) == 0 {
+		return 0
+	}
+	return atomic.SwapUint32(w, 0)
+}
 
 // ringCQ stores a CQ id into the arm doorbell, as a program would.
 func (p *doorbellPage) ringCQ(id uint32) { atomic.StoreUint32(p.word(DoorbellCQ), id) }

@@ -102,6 +102,18 @@ type Config struct {
 	Logger *zap.Logger
 	// Limits bound each context.
 	Limits Limits
+	// DataPlane is the engine that polls the doorbell pages (the
+	// provider is its NotifyingSource); nil: none.
+	DataPlane DataPlane
+}
+
+// DataPlane is what the provider asks of the data plane: ring a QP (a
+// notification names a context, whose QPs are all rung), and wake a
+// parked engine when a context that cannot notify gets a QP, so that it
+// polls that context's doorbell page with backoff again.
+type DataPlane interface {
+	Doorbell(qpid uint32)
+	Kick()
 }
 
 // Provider is the daemon's uverbs device: an attach.Handler whose Sessions
@@ -110,8 +122,9 @@ type Config struct {
 // uverbs core (drivers/infiniband/core/uverbs_cmd.c) and irdma
 // (drivers/infiniband/hw/irdma/verbs.c) do.
 //
-// It also gives the data plane its view of user contexts: Poll is an
-// engine.DoorbellSource over every context's doorbell page.
+// It also gives the data plane its view of user contexts: Poll, Park and
+// Unpark make it an engine.NotifyingSource over every context's doorbell
+// page (docs/dataplane.md "Idle and wake-up on post").
 type Provider struct {
 	d      *driver.Device
 	mem    *hostmem.Memory
@@ -246,6 +259,22 @@ func (p *Provider) Poll(ring func(qpid uint32)) {
 		ring(id)
 	}
 }
+
+// Park implements engine.NotifyingSource: no worker polls the doorbell
+// pages any more. It reports whether one must still be polled with
+// backoff: a context with a QP that cannot notify.
+func (p *Provider) Park() bool {
+	for _, s := range *p.sessions.Load() {
+		if s.db.Load() != nil && len(*s.qpIDs.Load()) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Unpark implements engine.NotifyingSource: a worker polls the doorbell
+// pages again.
+func (p *Provider) Unpark() {}
 
 // PortEvent delivers a port event to every open context's asynchronous
 // event file, element = port number 1 (ib_uverbs_event_handler):

@@ -435,6 +435,15 @@ func (s *Session) setQPID(q *driver.QP, add bool) {
 	s.qpIDs.Store(&m)
 }
 
+// kickIfPolled wakes a parked data plane when this context now needs its
+// doorbell page polled with backoff (Provider.Park): it has a QP and no
+// way to notify.
+func (s *Session) kickIfPolled() {
+	if dp := s.p.cfg.DataPlane; dp != nil && len(*s.qpIDs.Load()) == 1 {
+		dp.Kick()
+	}
+}
+
 // asyncEvent queues a struct ib_uverbs_async_event_desc on the context's
 // async event file (ib_uverbs_async_handler).
 func (s *Session) asyncEvent(cnt *eventCounter, element uint64, typ uint32) {

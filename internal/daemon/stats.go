@@ -69,6 +69,19 @@ type PortStats struct {
 	Link             LinkStats `json:"link"`
 	ActiveQPs        int       `json:"active_qps"`
 	UnknownDoorbells uint64    `json:"unknown_doorbells"`
+	Sched            Sched     `json:"sched"`
+}
+
+// Sched are the data-plane workers' scheduling counters (emu/engine
+// SchedStats): an idle daemon's stay still.
+type Sched struct {
+	Wakeups   uint64 `json:"wakeups"`    // a parked worker woke (kick or backoff timer)
+	TimerArms uint64 `json:"timer_arms"` // backoff timers for doorbell pages whose programs cannot notify
+	Parks     uint64 `json:"parks"`      // every worker parked: programs must notify
+	Unparks   uint64 `json:"unparks"`    // a worker polls again
+	ParkFound uint64 `json:"park_found"` // doorbells found by the poll right after a park
+	Pollers   int    `json:"pollers"`    // workers not parked now
+	Parked    bool   `json:"parked"`
 }
 
 // HWCounter is one hardware counter.
@@ -195,6 +208,9 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 	p.Counters = counters(es.Port)
 	p.ActiveQPs = es.QPs
 	p.UnknownDoorbells = es.UnknownDoorbells
+	sc := es.Sched
+	p.Sched = Sched{Wakeups: sc.Wakeups, TimerArms: sc.TimerArms, Parks: sc.Parks, Unparks: sc.Unparks,
+		ParkFound: sc.ParkFound, Pollers: sc.Pollers, Parked: sc.Parked}
 	p.Link = d.linkStats()
 	s.Cycles = cycles(es.Meter, d.dev.Meter().Model().Hz())
 	s.Resources = d.resources(es.QPs)
