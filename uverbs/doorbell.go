@@ -35,22 +35,11 @@ type doorbellPage struct {
 }
 
 func newDoorbellPage() (*doorbellPage, error) {
-	fd, err := unix.MemfdCreate("irdma-emu-doorbell", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	f, mem, err := newSharedPage("irdma-emu-doorbell")
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Ftruncate(fd, pageSize); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	// Neither side may shrink it under the other's mapping.
-	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL)
-	mem, err := unix.Mmap(fd, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return &doorbellPage{f: os.NewFile(uintptr(fd), "irdma-emu-doorbell"), mem: mem}, nil
+	return &doorbellPage{f: f, mem: mem}, nil
 }
 
 func (p *doorbellPage) word(off int) *uint32 { return (*uint32)(unsafe.Pointer(&p.mem[off])) }

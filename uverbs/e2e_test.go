@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,7 @@ type daemon struct {
 	dev   *device.Device
 	d     *driver.Device
 	p     *uverbs.Provider
+	dp    *lateDataPlane
 	srv   *attach.Server
 	sock  string
 	sysfs string
@@ -64,7 +66,8 @@ func startDaemon(t *testing.T) *daemon {
 		t.Fatal(err)
 	}
 	log := zaptest.NewLogger(t, zaptest.Level(zap.DebugLevel))
-	p, err := uverbs.NewProvider(d, uverbs.Config{Mem: dev.Mem(), Logger: log})
+	dp := &lateDataPlane{}
+	p, err := uverbs.NewProvider(d, uverbs.Config{Mem: dev.Mem(), Logger: log, DataPlane: dp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +81,7 @@ func startDaemon(t *testing.T) *daemon {
 	if err := sysfs.Write(root, sd); err != nil {
 		t.Fatal(err)
 	}
-	dm := &daemon{dev: dev, d: d, p: p, srv: srv, sock: sock, sysfs: root, lib: lib}
+	dm := &daemon{dev: dev, d: d, p: p, dp: dp, srv: srv, sock: sock, sysfs: root, lib: lib}
 	t.Cleanup(func() {
 		srv.Close()
 		if n := p.Sessions(); n != 0 {
@@ -90,6 +93,27 @@ func startDaemon(t *testing.T) *daemon {
 		dev.Close()
 	})
 	return dm
+}
+
+// lateDataPlane is the provider's DataPlane before there is an engine
+// (most of these tests run none: notifications then ring nothing) and once
+// a test set one.
+type lateDataPlane struct {
+	dp atomic.Pointer[uverbs.DataPlane]
+}
+
+func (l *lateDataPlane) set(dp uverbs.DataPlane) { l.dp.Store(&dp) }
+
+func (l *lateDataPlane) Doorbell(qpid uint32) {
+	if dp := l.dp.Load(); dp != nil {
+		(*dp).Doorbell(qpid)
+	}
+}
+
+func (l *lateDataPlane) Kick() {
+	if dp := l.dp.Load(); dp != nil {
+		(*dp).Kick()
+	}
 }
 
 func (dm *daemon) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {

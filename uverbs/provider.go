@@ -140,6 +140,15 @@ type Provider struct {
 	sessions atomic.Pointer[[]*Session]
 	nextID   atomic.Uint64
 
+	// nmu guards the contexts that notify, the state last published to
+	// them and the counters of those gone.
+	nmu            sync.Mutex
+	parked         bool
+	notifiers      map[*Session]*notifier
+	notifiedGone   uint64
+	suppressedGone uint64
+	notifyWakeups  atomic.Uint64 // eventfd reads: notifications that woke the daemon
+
 	doorbells atomic.Uint64 // SQ doorbell hints delivered by Poll
 	foreignDB atomic.Uint64 // doorbell values naming no QP of the context
 	panics    atomic.Uint64 // commands that panicked (a bug; answered -EIO)
@@ -169,7 +178,7 @@ func NewProvider(d *driver.Device, cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("uverbs: query device: %w", err)
 	}
 	p := &Provider{d: d, mem: cfg.Mem, cfg: cfg, log: log, regAtt: attr,
-		lim: uk.LimitsFrom(profile.Profile{UK: d.UKAttrs()})}
+		lim: uk.LimitsFrom(profile.Profile{UK: d.UKAttrs()}), parked: true, notifiers: map[*Session]*notifier{}}
 	empty := []*Session{}
 	p.sessions.Store(&empty)
 	return p, nil
@@ -193,7 +202,11 @@ func (p *Provider) Open(peer *attach.Peer) (attach.Session, attach.Welcome, erro
 	p.sessions.Store(&l)
 	p.mu.Unlock()
 	s.log.Debug("uverbs: open", zap.Bool("procmem", peer.Mem != nil))
-	return s, attach.Welcome{Device: p.cfg.Device, ABIVersion: irdmaABIVer}, nil
+	w := attach.Welcome{Device: p.cfg.Device, ABIVersion: irdmaABIVer}
+	if p.cfg.DataPlane != nil {
+		w.Features |= attach.FeatureNotify // the notification rings the engine's QPs
+	}
+	return s, w, nil
 }
 
 // remove takes a closing session off the list. Once it returns, no Poll
@@ -261,11 +274,22 @@ func (p *Provider) Poll(ring func(qpid uint32)) {
 }
 
 // Park implements engine.NotifyingSource: no worker polls the doorbell
-// pages any more. It reports whether one must still be polled with
-// backoff: a context with a QP that cannot notify.
+// pages any more, so every context that notifies is told "parked" (its
+// next post writes its eventfd). It reports whether a doorbell page must
+// still be polled with backoff: a context with a QP that cannot notify
+// (no NOTIFY: an old preload or client, or a reader that failed).
 func (p *Provider) Park() bool {
+	p.nmu.Lock()
+	p.parked = true
+	for _, n := range p.notifiers {
+		n.setPolling(false)
+	}
+	p.nmu.Unlock()
 	for _, s := range *p.sessions.Load() {
-		if s.db.Load() != nil && len(*s.qpIDs.Load()) > 0 {
+		if s.db.Load() == nil || len(*s.qpIDs.Load()) == 0 {
+			continue
+		}
+		if n := s.ntf.Load(); n == nil || n.dead.Load() {
 			return true
 		}
 	}
@@ -273,8 +297,15 @@ func (p *Provider) Park() bool {
 }
 
 // Unpark implements engine.NotifyingSource: a worker polls the doorbell
-// pages again.
-func (p *Provider) Unpark() {}
+// pages again; the contexts that notify stop notifying.
+func (p *Provider) Unpark() {
+	p.nmu.Lock()
+	p.parked = false
+	for _, n := range p.notifiers {
+		n.setPolling(true)
+	}
+	p.nmu.Unlock()
+}
 
 // PortEvent delivers a port event to every open context's asynchronous
 // event file, element = port number 1 (ib_uverbs_event_handler):
@@ -327,10 +358,29 @@ type Stats struct {
 	Doorbells        uint64 // SQ doorbell hints passed to the data plane
 	ForeignDoorbells uint64 // doorbell values that named no QP of the context
 	Panics           uint64 // commands that hit a bug of the daemon (answered -EIO)
+	// NotifyContexts is the contexts that notify now (NOTIFY);
+	// NotifyWakeups the eventfd reads (notifications that woke the daemon,
+	// several coalesced writes counting once); Notified and Suppressed the
+	// posts the programs notified and those they did not because the
+	// engine polled (the programs' own counters in their notify pages,
+	// those of closed contexts included).
+	NotifyContexts       int
+	NotifyWakeups        uint64
+	Notified, Suppressed uint64
 }
 
 // Stats returns the provider's counters.
 func (p *Provider) Stats() Stats {
-	return Stats{Sessions: p.Sessions(), Doorbells: p.doorbells.Load(), ForeignDoorbells: p.foreignDB.Load(),
-		Panics: p.panics.Load()}
+	st := Stats{Sessions: p.Sessions(), Doorbells: p.doorbells.Load(), ForeignDoorbells: p.foreignDB.Load(),
+		Panics: p.panics.Load(), NotifyWakeups: p.notifyWakeups.Load()}
+	p.nmu.Lock()
+	st.NotifyContexts = len(p.notifiers)
+	st.Notified, st.Suppressed = p.notifiedGone, p.suppressedGone
+	for _, n := range p.notifiers {
+		a, b := n.counters()
+		st.Notified += a
+		st.Suppressed += b
+	}
+	p.nmu.Unlock()
+	return st
 }

@@ -32,6 +32,7 @@ type Session struct {
 	dbPage   *doorbellPage
 	db       atomic.Pointer[doorbellPage] // what Poll sees
 	async    atomic.Pointer[eventFile]    // the async event file, once GET_CONTEXT made it
+	ntf      atomic.Pointer[notifier]     // the post notification, once NOTIFY made it
 
 	h        handleTable
 	channels []*compChannel
@@ -439,7 +440,7 @@ func (s *Session) setQPID(q *driver.QP, add bool) {
 // doorbell page polled with backoff (Provider.Park): it has a QP and no
 // way to notify.
 func (s *Session) kickIfPolled() {
-	if dp := s.p.cfg.DataPlane; dp != nil && len(*s.qpIDs.Load()) == 1 {
+	if dp := s.p.cfg.DataPlane; dp != nil && s.ntf.Load() == nil && len(*s.qpIDs.Load()) == 1 {
 		dp.Kick()
 	}
 }
@@ -473,6 +474,7 @@ func (s *Session) Close() {
 	}
 	s.closed = true
 	s.closing.Store(true)
+	s.stopNotify()
 	s.db.Store(nil) // no new doorbell scans
 	d := s.p.d
 	each := func(k objKind, f func(id uint32, v any)) {
