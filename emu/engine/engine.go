@@ -149,6 +149,8 @@ type Engine struct {
 	// srcPoll serialises the polls of the sources (any polling worker
 	// takes it with TryLock; parking waits for it).
 	srcPoll sync.Mutex
+	srcRing func(qpid uint32) // ringFromSource
+	srcRang bool              // under srcPoll: the current poll rang a QP
 	// pollers counts the workers that are not parked (stepped: 1 while
 	// Poll finds work, 0 once a Poll found nothing).
 	pollers atomic.Int32
@@ -181,6 +183,7 @@ func New(dev *device.Device, cfg Config) (*Engine, error) {
 		Tun: cfg.Tunables,
 	}
 	e.dp.Init()
+	e.srcRing = e.ringFromSource
 	e.port = &port{e: e}
 	e.SetGIDs(cfg.GIDs)
 	pool := link.NewPool(link.DefaultPoolSize)

@@ -344,14 +344,22 @@ func (s *notifySource) state() (polling bool, parks, unparks int) {
 }
 
 // waitParked advances the manual clock past the poll window until every
-// worker of e has parked and the sources were told so.
+// worker of e has parked, the sources were told so, and that lasts: a
+// worker may still hold a kick from before it parked (AddDoorbellSource
+// kicks them all), which wakes it once more; the counters must stay the
+// same over a thousand yields before the engine counts as settled.
 func waitParked(t *testing.T, e *Engine, clk *timing.Manual) SchedStats {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		clk.Advance(e.cfg.Scan.Poll)
 		if s := e.Stats().Sched; s.Pollers == 0 && s.Parked {
-			return s
+			for range 1000 {
+				runtime.Gosched()
+			}
+			if s2 := e.Stats().Sched; s2 == s {
+				return s
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("workers never parked: %+v", e.Stats().Sched)

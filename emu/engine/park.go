@@ -65,16 +65,20 @@ func (e *Engine) pollSources(wait bool) bool {
 	} else if !e.srcPoll.TryLock() {
 		return false
 	}
-	rang := false
-	ring := func(qpid uint32) {
-		rang = true
-		e.Doorbell(qpid)
-	}
+	e.srcRang = false
 	for _, s := range *srcs {
-		s.Poll(ring)
+		s.Poll(e.srcRing)
 	}
+	rang := e.srcRang
 	e.srcPoll.Unlock()
 	return rang
+}
+
+// ringFromSource is what the sources' Poll calls (e.srcRing, made once:
+// a closure per poll would allocate on every idle iteration).
+func (e *Engine) ringFromSource(qpid uint32) {
+	e.srcRang = true // under srcPoll
+	e.Doorbell(qpid)
 }
 
 // syncSources makes what the notifying sources were told match pollers:
