@@ -115,7 +115,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on the orderly part of shutdown")
 	atomics := fs.Bool("atomics", false, "enable RDMA atomics (FETCH_ADD, CMP_SWAP): an E810 has them only when its firmware allows (FTN_FLAGS)")
 	fs.DurationVar(&cfg.Engine.Scan.MaxBackoff, "scan-max-backoff", 0, "longest sleep between polls of a doorbell page whose program cannot notify (an old preload or client), against CPU when idle (default 1ms; docs/dataplane.md)")
-	fs.DurationVar(&cfg.Engine.Scan.Poll, "poll-window", 0, "how long an idle worker keeps polling doorbells after its last work before it parks and programs must notify (default 20µs; negative: park at once; docs/dataplane.md)")
+	fs.DurationVar(&cfg.Engine.Scan.Poll, "poll-window", 0, "how long an idle worker keeps polling doorbells after its last work before it parks and programs must notify (default 0: park once a few yields found nothing; negative: not even those; docs/dataplane.md)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, runUsage)
 		fs.PrintDefaults()

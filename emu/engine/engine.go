@@ -49,9 +49,11 @@ type ScanConfig struct {
 	Spin int
 	// Poll is how long an idle worker keeps polling — the doorbell
 	// sources and its active QPs' SQs by valid bit, yielding in between —
-	// after its last work before it parks; default 20 µs, negative: park
-	// as soon as the Spin yields found nothing. While some worker polls,
-	// notifying posters need not notify (NotifyingSource).
+	// after its last work, once its Spin yields are done, before it parks;
+	// default (0 or negative) none: on two cores shared with busy-polling
+	// programs any window measured slower than parking at once
+	// (docs/dataplane.md). While some worker polls, notifying posters need
+	// not notify (NotifyingSource).
 	Poll time.Duration
 	// MinBackoff and MaxBackoff bound the sleeps, doubling from MinBackoff
 	// (default 10 µs) to MaxBackoff (default 1 ms), between the polls of a
@@ -74,12 +76,7 @@ func (c *Config) fill() {
 	} else if s.Spin == 0 {
 		s.Spin = 4
 	}
-	switch {
-	case s.Poll < 0:
-		s.Poll = 0
-	case s.Poll == 0:
-		s.Poll = DefaultPoll
-	}
+	s.Poll = max(s.Poll, 0)
 	if s.MinBackoff <= 0 {
 		s.MinBackoff = 10 * time.Microsecond
 	}
@@ -92,16 +89,11 @@ func (c *Config) fill() {
 	}
 }
 
-// DefaultPoll is ScanConfig.Poll's default: long enough to catch the next
-// post of a program that answers at once (a ping-pong's reply), short
-// enough that an engine with nothing to do costs nothing measurable.
-const DefaultPoll = 20 * time.Microsecond
-
 // DoorbellSource is a place doorbells land that nothing traps: the user
 // doorbell pages in shared memory. Poll calls ring for every QP id it saw
 // rung since its last call; it must not block. It is called by one worker
 // at a time, whenever some worker polls: while it is busy and during its
-// poll window (ScanConfig.Poll). A source that is only a DoorbellSource is
+// Spin yields and poll window (ScanConfig). A source that is only a DoorbellSource is
 // also polled with backoff while every worker is parked.
 type DoorbellSource interface {
 	Poll(ring func(qpid uint32))
