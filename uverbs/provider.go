@@ -133,9 +133,9 @@ type Provider struct {
 	lim    uk.Limits
 	regAtt driver.DeviceAttr // ib_device.attrs as cached at registration
 
-	// mu guards the list of open sessions; Poll holds it for reading
-	// (TryRLock: a doorbell scan never waits) and Session.Close for
-	// writing before it unmaps the session's doorbell page.
+	// mu guards the list of open sessions; Poll holds it for reading, Open
+	// and Session.Close (before it unmaps the session's doorbell page) for
+	// writing, each only for a slice copy.
 	mu       sync.RWMutex
 	sessions atomic.Pointer[[]*Session]
 	nextID   atomic.Uint64
@@ -236,11 +236,12 @@ func (p *Provider) Sessions() int { return len(*p.sessions.Load()) }
 // Both are hints — stores of the same value coalesce, and a cleared word
 // is rewritten at the next post — so the data plane must still find SQ
 // WQEs by their valid bits, and RQ WQEs (which have no doorbell) always.
-// Poll never blocks: if a session is being closed it skips the round.
+// Poll waits only for a session being opened or taken off the list (a
+// slice copy under mu): it must not skip a round, because the poll right
+// after Park is what catches a post that read "polling" just before it
+// (engine.NotifyingSource).
 func (p *Provider) Poll(ring func(qpid uint32)) {
-	if !p.mu.TryRLock() {
-		return
-	}
+	p.mu.RLock()
 	var buf [16]uint32
 	rung := buf[:0]
 	for _, s := range *p.sessions.Load() {
