@@ -217,3 +217,26 @@ func (c *Conn) Mem(req MemRequest, memfd *os.File) error {
 	}
 	return nil
 }
+
+// Notify asks for the post notification (the HELLO reply's Features must
+// have FeatureNotify): it returns the reply, the eventfd and the memfd of
+// the notify page, both owned by the caller.
+func (c *Conn) Notify(req NotifyRequest) (NotifyReply, *os.File, *os.File, error) {
+	p, fds, err := c.roundTrip(TypeNotify, req.Append(nil), nil, NotifyReplySize)
+	if err != nil {
+		return NotifyReply{}, nil, nil, err
+	}
+	rep, err := ParseNotifyReply(p)
+	if err == nil && rep.Status == 0 && len(fds) != 2 {
+		err = malformed("NOTIFY reply with %d descriptors", len(fds))
+	}
+	if err != nil {
+		closeFiles(fds)
+		return NotifyReply{}, nil, nil, err
+	}
+	if rep.Status != 0 {
+		closeFiles(fds)
+		return rep, nil, nil, &StatusError{Type: TypeNotify, Errno: errnoOf(rep.Status)}
+	}
+	return rep, fds[0], fds[1], nil
+}

@@ -38,6 +38,19 @@ func (s *fuzzSession) Mem(req MemRequest, f *os.File) error {
 
 func (s *fuzzSession) Close() { s.closes++ }
 
+func (s *fuzzSession) Notify(NotifyRequest) (NotifyGrant, error) {
+	e, err := os.Open(os.DevNull)
+	if err != nil {
+		return NotifyGrant{}, err
+	}
+	p, err := os.Open(os.DevNull)
+	if err != nil {
+		e.Close()
+		return NotifyGrant{}, err
+	}
+	return NotifyGrant{EventFD: e, Page: p, CountersOff: 64}, nil
+}
+
 type fuzzHandler struct{ sess *fuzzSession }
 
 func (h *fuzzHandler) Open(p *Peer) (Session, Welcome, error) {
@@ -58,6 +71,8 @@ func FuzzServerMessage(f *testing.F) {
 	f.Add(AppendMessage(nil, TypeCmd, 2, []byte{1, 0, 0, 0}), true, uint8(0))
 	f.Add(AppendMessage(nil, TypeMmap, 3, MmapRequest{Length: 4096}.Append(nil)), true, uint8(0))
 	f.Add(AppendMessage(nil, TypeMem, 4, MemRequest{Length: 4096}.Append(nil)), true, uint8(1))
+	f.Add(AppendMessage(nil, TypeNotify, 5, NotifyRequest{}.Append(nil)), true, uint8(0))
+	f.Add(AppendMessage(nil, TypeNotify, 5, []byte{1, 0, 0, 0, 0, 0, 0, 0}), true, uint8(0))
 	f.Add([]byte{0x49, 0x44, 0x45, 0x41}, true, uint8(3))
 	f.Fuzz(func(t *testing.T, msg []byte, opened bool, nfds uint8) {
 		sess := &fuzzSession{}
@@ -112,6 +127,11 @@ func FuzzServerMessage(f *testing.F) {
 			r, err := ParseMmapReply(payload)
 			if err != nil || (r.Status == 0) != (len(out) == 1) {
 				t.Fatalf("MMAP reply %+v (%d files), %v", r, len(out), err)
+			}
+		case TypeNotify:
+			r, err := ParseNotifyReply(payload)
+			if err != nil || (r.Status == 0) != (len(out) == 2) {
+				t.Fatalf("NOTIFY reply %+v (%d files), %v", r, len(out), err)
 			}
 		case TypeMem:
 			if len(payload) != StatusSize || sess.mems != 1 {

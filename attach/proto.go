@@ -36,6 +36,18 @@ const (
 	TypeCmd   Type = 2 // one uverbs write() command
 	TypeMmap  Type = 3 // mmap of the uverbs descriptor
 	TypeMem   Type = 4 // a piece of shared memory handed over
+	// TypeNotify asks for the post notification: an eventfd and a shared
+	// page (docs/attach.md "NOTIFY"). Offered when the HELLO reply has
+	// FeatureNotify.
+	TypeNotify Type = 5
+)
+
+// Features are the bits of the HELLO reply's features word (the former
+// reserved word: a daemon that predates them sends 0, and a client that
+// predates them never looked at it).
+const (
+	// FeatureNotify: the daemon answers NOTIFY.
+	FeatureNotify uint32 = 1 << 0
 )
 
 func (t Type) String() string {
@@ -48,12 +60,14 @@ func (t Type) String() string {
 		return "MMAP"
 	case TypeMem:
 		return "MEM"
+	case TypeNotify:
+		return "NOTIFY"
 	}
 	return fmt.Sprintf("type(%d)", uint16(t))
 }
 
 // Known reports whether t is a request type of the protocol.
-func (t Type) Known() bool { return t >= TypeHello && t <= TypeMem }
+func (t Type) Known() bool { return t >= TypeHello && t <= TypeNotify }
 
 // maxRequestFDs is how many descriptors a request of each type may carry.
 func (t Type) maxRequestFDs() int {
@@ -66,13 +80,15 @@ func (t Type) maxRequestFDs() int {
 
 // Fixed payload sizes.
 const (
-	HelloSize      = 16 + NameSize // u32 version, pid, flags, reserved; program
-	HelloReplySize = 16 + NameSize // s32 status; u32 version, abi_version, reserved; device
-	CmdReplyMin    = 24            // CMD reply without fd offsets and response
-	MmapSize       = 24            // u64 offset, length; u32 prot, flags
-	MmapReplySize  = 16            // s32 status, u32 reserved, u64 fd_offset
-	MemSize        = 24            // u64 addr, length, fd_offset
-	StatusSize     = 4             // s32 status: MEM's reply and every error reply
+	HelloSize       = 16 + NameSize // u32 version, pid, flags, reserved; program
+	HelloReplySize  = 16 + NameSize // s32 status; u32 version, abi_version, reserved; device
+	CmdReplyMin     = 24            // CMD reply without fd offsets and response
+	MmapSize        = 24            // u64 offset, length; u32 prot, flags
+	MmapReplySize   = 16            // s32 status, u32 reserved, u64 fd_offset
+	MemSize         = 24            // u64 addr, length, fd_offset
+	StatusSize      = 4             // s32 status: MEM's reply and every error reply
+	NotifySize      = 8             // u32 flags, reserved
+	NotifyReplySize = 24            // s32 status; u32 flags, polling_off, counters_off; u64 page_offset
 )
 
 // ErrMalformed is wrapped by every error about a message's form.
@@ -193,6 +209,7 @@ type HelloReply struct {
 	Status     int32  // 0 or a negative errno
 	Version    uint32 // the daemon's protocol version
 	ABIVersion uint32 // uverbs driver ABI (5 for irdma)
+	Features   uint32 // Feature* bits: what the daemon offers beyond version 1's messages
 	Device     string // the device's name, e.g. irdma0
 }
 
@@ -201,7 +218,7 @@ func (m HelloReply) Append(b []byte) []byte {
 	b = le.AppendUint32(b, uint32(m.Status))
 	b = le.AppendUint32(b, m.Version)
 	b = le.AppendUint32(b, m.ABIVersion)
-	b = le.AppendUint32(b, 0)
+	b = le.AppendUint32(b, m.Features)
 	return appendName(b, m.Device)
 }
 
@@ -215,6 +232,7 @@ func ParseHelloReply(p []byte) (HelloReply, error) {
 		Status:     int32(le.Uint32(p)),
 		Version:    le.Uint32(p[4:]),
 		ABIVersion: le.Uint32(p[8:]),
+		Features:   le.Uint32(p[12:]),
 		Device:     parseName(p[16:]),
 	}, nil
 }
@@ -377,4 +395,69 @@ func ParseStatus(p []byte) (int32, error) {
 		return 0, malformed("reply of %d bytes has no status", len(p))
 	}
 	return int32(le.Uint32(p)), nil
+}
+
+// NotifyRequest is the NOTIFY request.
+type NotifyRequest struct {
+	Flags uint32 // 0
+}
+
+// Append appends the NOTIFY payload.
+func (m NotifyRequest) Append(b []byte) []byte {
+	b = le.AppendUint32(b, m.Flags)
+	return le.AppendUint32(b, 0)
+}
+
+// ParseNotify reads a NOTIFY payload: flags and the reserved word must be
+// 0.
+func ParseNotify(p []byte) (NotifyRequest, error) {
+	if len(p) != NotifySize {
+		return NotifyRequest{}, malformed("NOTIFY payload %d bytes, want %d", len(p), NotifySize)
+	}
+	m := NotifyRequest{Flags: le.Uint32(p)}
+	if m.Flags != 0 || le.Uint32(p[4:]) != 0 {
+		return NotifyRequest{}, malformed("NOTIFY flags %#x reserved %#x", m.Flags, le.Uint32(p[4:]))
+	}
+	return m, nil
+}
+
+// NotifyReply is the reply to NOTIFY; on success an eventfd and a memfd
+// travel beside it, in that order. The page is NotifyPageSize bytes of
+// the memfd at PageOffset: the daemon keeps the u32 at PollingOff 1 while
+// it polls the context's doorbells and 0 when a post must be notified;
+// the client counts its notifications and the posts it did not notify in
+// the two u64 at CountersOff.
+type NotifyReply struct {
+	Status      int32
+	Flags       uint32 // 0
+	PollingOff  uint32
+	CountersOff uint32
+	PageOffset  uint64
+}
+
+// NotifyPageSize is the size of the notify page.
+const NotifyPageSize = 4096
+
+// Append appends the NOTIFY reply payload.
+func (m NotifyReply) Append(b []byte) []byte {
+	b = le.AppendUint32(b, uint32(m.Status))
+	b = le.AppendUint32(b, m.Flags)
+	b = le.AppendUint32(b, m.PollingOff)
+	b = le.AppendUint32(b, m.CountersOff)
+	return le.AppendUint64(b, m.PageOffset)
+}
+
+// ParseNotifyReply reads a NOTIFY reply payload (full form only) and
+// checks that the words it names lie inside the page, aligned.
+func ParseNotifyReply(p []byte) (NotifyReply, error) {
+	if len(p) != NotifyReplySize {
+		return NotifyReply{}, malformed("NOTIFY reply %d bytes, want %d", len(p), NotifyReplySize)
+	}
+	m := NotifyReply{Status: int32(le.Uint32(p)), Flags: le.Uint32(p[4:]), PollingOff: le.Uint32(p[8:]),
+		CountersOff: le.Uint32(p[12:]), PageOffset: le.Uint64(p[16:])}
+	if m.Status == 0 && (m.PollingOff%4 != 0 || m.PollingOff+4 > NotifyPageSize ||
+		m.CountersOff%8 != 0 || m.CountersOff+16 > NotifyPageSize || m.PageOffset%NotifyPageSize != 0) {
+		return NotifyReply{}, malformed("NOTIFY reply names polling word %d, counters %d, page %#x", m.PollingOff, m.CountersOff, m.PageOffset)
+	}
+	return m, nil
 }

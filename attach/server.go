@@ -31,6 +31,9 @@ type Peer struct {
 type Welcome struct {
 	Device     string // the device's name, e.g. irdma0
 	ABIVersion uint32 // uverbs driver ABI version (irdma: 5)
+	// Features are the Feature* bits offered. FeatureNotify is sent only
+	// when the Session is also a Notifier.
+	Features uint32
 }
 
 // Handler opens a Session for every client that says HELLO. It is called
@@ -64,6 +67,25 @@ type Session interface {
 	Mem(req MemRequest, memfd *os.File) error
 	// Close ends the session.
 	Close()
+}
+
+// Notifier is a Session that answers NOTIFY: the post notification of
+// docs/attach.md. A Session that is not gets -EOPNOTSUPP (the connection
+// goes on).
+type Notifier interface {
+	// Notify returns the eventfd the client writes to notify a post, and
+	// the memfd of the notify page with where its words are. The files
+	// belong to the server once returned (see DupFile).
+	Notify(req NotifyRequest) (NotifyGrant, error)
+}
+
+// NotifyGrant is a Notifier's answer.
+type NotifyGrant struct {
+	EventFD     *os.File // the client writes 8-byte counts to it
+	Page        *os.File // memfd: NotifyPageSize bytes at PageOffset
+	PageOffset  uint64
+	PollingOff  uint32 // the u32 the daemon sets to 1 while it polls
+	CountersOff uint32 // the client's two u64 counters: notified, suppressed
 }
 
 // FD is a descriptor a CMD reply passes, and the byte offset in the
@@ -353,6 +375,8 @@ func (cs *connState) handle(r received) (reply []byte, files []*os.File, keep bo
 		return cs.cmd(h, payload)
 	case TypeMmap:
 		return cs.mmap(h, payload)
+	case TypeNotify:
+		return cs.notify(h, payload)
 	default: // TypeMem
 		return cs.mem(h, payload, r.files)
 	}
@@ -404,6 +428,9 @@ func (cs *connState) hello(h Header, payload []byte, fds []*os.File) ([]byte, []
 	}
 	cs.sess = sess
 	rep.ABIVersion, rep.Device = w.ABIVersion, w.Device
+	if _, ok := sess.(Notifier); ok {
+		rep.Features = w.Features & FeatureNotify
+	}
 	cs.log.Debug("attach: open", zap.String("program", m.Program), zap.Uint32("pid", m.PID), zap.Bool("mem", p.Mem != nil))
 	return AppendMessage(nil, TypeHello, h.Seq, rep.Append(nil)), nil, true
 }
@@ -462,4 +489,33 @@ func (cs *connState) mem(h Header, payload []byte, fds []*os.File) ([]byte, []*o
 	}
 	st := Errno(cs.sess.Mem(m, fds[0]))
 	return AppendMessage(nil, TypeMem, h.Seq, AppendStatus(nil, st)), nil, true
+}
+
+func (cs *connState) notify(h Header, payload []byte) ([]byte, []*os.File, bool) {
+	m, err := ParseNotify(payload)
+	if err != nil {
+		return cs.protocolError(h, err), nil, false
+	}
+	n, ok := cs.sess.(Notifier)
+	if !ok {
+		return AppendMessage(nil, TypeNotify, h.Seq, NotifyReply{Status: -int32(syscall.EOPNOTSUPP)}.Append(nil)), nil, true
+	}
+	g, err := n.Notify(m)
+	rep := NotifyReply{PageOffset: g.PageOffset, PollingOff: g.PollingOff, CountersOff: g.CountersOff}
+	if err == nil && (g.EventFD == nil || g.Page == nil) {
+		err = errors.New("attach: Notify returned no file")
+	}
+	if err == nil {
+		// The Session's own mistake must not reach the client as a
+		// reply it would refuse.
+		if _, perr := ParseNotifyReply(rep.Append(nil)); perr != nil {
+			cs.log.Error("attach: bad NOTIFY grant from the session", zap.Error(perr))
+			err = syscall.EIO
+		}
+	}
+	if err != nil {
+		closeFiles([]*os.File{g.EventFD, g.Page})
+		return AppendMessage(nil, TypeNotify, h.Seq, NotifyReply{Status: Errno(err)}.Append(nil)), nil, true
+	}
+	return AppendMessage(nil, TypeNotify, h.Seq, rep.Append(nil)), []*os.File{g.EventFD, g.Page}, true
 }

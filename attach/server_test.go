@@ -314,6 +314,10 @@ func TestMalformed(t *testing.T) {
 		{name: "mmap short", hello: true, msg: good(attach.TypeMmap, 1, make([]byte, 23)), wantType: attach.TypeMmap, wantSeq: 1, wantClose: true},
 		{name: "mem no fd", hello: true, msg: good(attach.TypeMem, 1, make([]byte, 24)), wantType: attach.TypeMem, wantSeq: 1, wantClose: true},
 		{name: "mem long", hello: true, msg: good(attach.TypeMem, 1, make([]byte, 25)), nfds: 1, wantType: attach.TypeMem, wantSeq: 1, wantClose: true},
+		{name: "notify flags", hello: true, msg: good(attach.TypeNotify, 1, []byte{1, 0, 0, 0, 0, 0, 0, 0}), wantType: attach.TypeNotify, wantSeq: 1, wantClose: true},
+		{name: "notify short", hello: true, msg: good(attach.TypeNotify, 1, make([]byte, 4)), wantType: attach.TypeNotify, wantSeq: 1, wantClose: true},
+		{name: "notify with fd", hello: true, msg: good(attach.TypeNotify, 1, make([]byte, 8)), nfds: 1, wantType: attach.TypeNotify, wantSeq: 1, wantClose: true},
+		{name: "notify before hello", msg: good(attach.TypeNotify, 2, make([]byte, 8)), wantType: attach.TypeNotify, wantSeq: 2},
 		{name: "too long", hello: true, msg: good(attach.TypeCmd, 1, make([]byte, attach.MaxPayload+1)), wantType: attach.TypeCmd, wantSeq: 1, wantClose: true},
 		{name: "empty message", hello: true, msg: []byte{}, noReply: true, wantClose: true},
 	}
@@ -586,5 +590,48 @@ func TestListenPaths(t *testing.T) {
 	}
 	if _, err := attach.Listen(path, h); err == nil {
 		t.Fatal("Listen over a regular file succeeded")
+	}
+}
+
+// TestNotifyUnsupported: a session that is not a Notifier offers no
+// FeatureNotify in its HELLO reply, even when its handler says so, and a
+// NOTIFY gets -EOPNOTSUPP without losing the connection.
+func TestNotifyUnsupported(t *testing.T) {
+	cfg := attachtest.Config{Welcome: attach.Welcome{Device: "irdma0", ABIVersion: 5, Features: attach.FeatureNotify},
+		OnCommand: func(_ *attachtest.Session, cmd []byte) attach.CmdReply {
+			return attach.CmdReply{Status: int32(len(cmd))}
+		}}
+	s := attachtest.Start(t, t.TempDir(), "irdma0", cfg)
+	c := dial(t, s)
+	if rep := hello(t, c, nil); rep.Features != 0 {
+		t.Fatalf("features %#x from a session that cannot notify", rep.Features)
+	}
+	_, e, p, err := c.Notify(attach.NotifyRequest{})
+	var se *attach.StatusError
+	if !errors.As(err, &se) || se.Errno != syscall.EOPNOTSUPP || se.Closed || e != nil || p != nil {
+		t.Fatalf("NOTIFY: %v", err)
+	}
+	if res, err := c.Command([]byte{1, 2}); err != nil || res.Status != 2 {
+		t.Fatalf("after NOTIFY: %+v, %v", res, err)
+	}
+}
+
+// TestNotifyCodec: the NOTIFY reply's checks.
+func TestNotifyCodec(t *testing.T) {
+	good := attach.NotifyReply{PollingOff: 0, CountersOff: 64}
+	if m, err := attach.ParseNotifyReply(good.Append(nil)); err != nil || m != good {
+		t.Fatalf("%+v, %v", m, err)
+	}
+	for _, bad := range []attach.NotifyReply{{PollingOff: 2}, {PollingOff: 4096}, {CountersOff: 4088}, {CountersOff: 4}, {PageOffset: 100}} {
+		if _, err := attach.ParseNotifyReply(bad.Append(nil)); !errors.Is(err, attach.ErrMalformed) {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	// An error reply names nothing and is not checked.
+	if _, err := attach.ParseNotifyReply(attach.NotifyReply{Status: -95, PollingOff: 3}.Append(nil)); err != nil {
+		t.Error(err)
+	}
+	if _, err := attach.ParseNotify([]byte{0, 0, 0, 0, 1, 0, 0, 0}); err == nil {
+		t.Error("reserved word accepted")
 	}
 }

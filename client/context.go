@@ -60,6 +60,7 @@ type Context struct {
 
 	asyncFile *os.File // GET_CONTEXT's async_fd
 	db        []byte   // the doorbell page
+	ntf       *notify  // the post notification; nil when the daemon offers none
 	pd0       *PD      // the provider's internal PD (CQ ring registrations)
 
 	// respBuf is the address every command names as its response buffer:
@@ -123,6 +124,11 @@ func Open(target string) (*Context, error) {
 	}
 	if err := c.mapDoorbell(); err != nil {
 		return nil, err
+	}
+	if rep.Features&attach.FeatureNotify != 0 && os.Getenv(EnvNotify) != "0" {
+		if err := c.setupNotify(); err != nil {
+			return nil, err
+		}
 	}
 	if c.pd0, err = c.AllocPD(); err != nil {
 		return nil, err
@@ -307,6 +313,64 @@ func (c *Context) ring(off int, v uint32) {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.db[off])), v)
 }
 
+// EnvNotify set to 0 keeps the client from asking NOTIFY (as
+// IRDMA_EMU_NOTIFY=0 does for the preload): the daemon then polls the
+// context's doorbell page with backoff.
+const EnvNotify = "IRDMA_EMU_NOTIFY"
+
+// notify is the post notification of docs/attach.md "NOTIFY": the daemon
+// keeps polling 1 while its engine polls the doorbell pages and 0 once it
+// parked; a post that finds 0 writes the eventfd.
+type notify struct {
+	efd        *os.File
+	page       []byte
+	polling    *uint32
+	notified   *uint64
+	suppressed *uint64
+}
+
+// setupNotify asks NOTIFY and maps the notify page.
+func (c *Context) setupNotify() error {
+	rep, efd, pf, err := c.conn.Notify(attach.NotifyRequest{})
+	if err != nil {
+		return fmt.Errorf("client: NOTIFY: %w", err)
+	}
+	defer pf.Close()
+	page, err := unix.Mmap(int(pf.Fd()), int64(rep.PageOffset), attach.NotifyPageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		efd.Close()
+		return os.NewSyscallError("mmap notify page", err)
+	}
+	c.ntf = &notify{efd: efd, page: page,
+		polling:    (*uint32)(unsafe.Pointer(&page[rep.PollingOff])),
+		notified:   (*uint64)(unsafe.Pointer(&page[rep.CountersOff])),
+		suppressed: (*uint64)(unsafe.Pointer(&page[rep.CountersOff+8]))}
+	return nil
+}
+
+// ringSQ stores a QP id into the SQ doorbell, then tells a parked engine
+// (notify): the post path of libirdma's irdma_uk_qp_post_wr followed by
+// the preload's wrapper (docs/preload.md "Wake-up on post").
+func (c *Context) ringSQ(qpid uint32) {
+	c.ring(dbSQOffset, qpid)
+	n := c.ntf
+	if n == nil {
+		return
+	}
+	// The doorbell store and this load are both atomic, hence sequentially
+	// consistent (the Go memory model): the store is visible before the
+	// load, the fence the daemon's Park pairs with.
+	if atomic.LoadUint32(n.polling) != 0 {
+		atomic.AddUint64(n.suppressed, 1)
+		return
+	}
+	var one [8]byte
+	one[0] = 1 // little-endian 1
+	if _, err := unix.Write(int(n.efd.Fd()), one[:]); err == nil {
+		atomic.AddUint64(n.notified, 1)
+	}
+}
+
 // Close ends the context: the daemon destroys everything it still holds
 // for this connection (as the kernel does on the last close of a uverbs
 // file), then the doorbell page and the shared memory are unmapped —
@@ -331,6 +395,11 @@ func (c *Context) teardown() error {
 	if c.db != nil {
 		unix.Munmap(c.db)
 		c.db = nil
+	}
+	if n := c.ntf; n != nil {
+		n.efd.Close()
+		unix.Munmap(n.page)
+		c.ntf = nil
 	}
 	if c.arena != nil {
 		c.arena.close()

@@ -347,7 +347,7 @@ func (cq *CQ) retryDoorbells() {
 	cq.lastRetry = now
 	for _, q := range cq.sendQPs {
 		if q.uk.SQHead() != q.uk.SQTail() {
-			cq.ctx.ring(dbSQOffset, q.uk.ID())
+			cq.ctx.ringSQ(q.uk.ID())
 		}
 	}
 }

@@ -579,7 +579,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 		}
 		n++
 	}
-	q.pd.ctx.ring(dbSQOffset, q.uk.ID())
+	q.pd.ctx.ringSQ(q.uk.ID())
 	if reflush {
 		q.issueFlush(true, false)
 	}
@@ -589,7 +589,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 // RingDoorbell stores the QP id into the doorbell page again: a hint that
 // the SQ has work, for a program that waits on memory rather than on the
 // CQ (whose polls retry doorbells by themselves; see CQ.Poll).
-func (q *QP) RingDoorbell() { q.pd.ctx.ring(dbSQOffset, q.uk.ID()) }
+func (q *QP) RingDoorbell() { q.pd.ctx.ringSQ(q.uk.ID()) }
 
 // gatherInline copies the SGEs' bytes for an inline WQE (irdma's
 // irdma_copy_inline_data reads them through their addresses).

@@ -23,7 +23,7 @@ import (
 	"sync"
 )
 
-//go:embed c/*.c c/*.h
+//go:embed c/*.c c/*.h c/*.map
 var sources embed.FS
 
 // Environment variables the build honours.
@@ -41,7 +41,9 @@ var cflags = []string{
 	"-fvisibility=hidden", "-U_FORTIFY_SOURCE", "-pthread",
 }
 
-var ldflags = []string{"-ldl"}
+// ldflags: iemu.map versions the libibverbs interposers IBVERBS_1.1
+// (notify.c); the libc ones stay unversioned, which binds any version.
+var ldflags = []string{"-ldl", "-Wl,--version-script=iemu.map"}
 
 var (
 	mu       sync.Mutex

@@ -151,6 +151,7 @@ func (s *Session) doCreateQP(a *bundle, c qpCreate, ex bool) error {
 	qo.qp = qp
 	qo.handle = s.h.alloc(object{kindQP, qo})
 	s.setQPID(qp, true)
+	s.kickIfPolled()
 
 	resp := make([]byte, szExCreateQPResp)
 	put32(resp, 0, qo.handle)

@@ -35,31 +35,30 @@ type doorbellPage struct {
 }
 
 func newDoorbellPage() (*doorbellPage, error) {
-	fd, err := unix.MemfdCreate("irdma-emu-doorbell", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	f, mem, err := newSharedPage("irdma-emu-doorbell")
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Ftruncate(fd, pageSize); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	// Neither side may shrink it under the other's mapping.
-	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL)
-	mem, err := unix.Mmap(fd, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return &doorbellPage{f: os.NewFile(uintptr(fd), "irdma-emu-doorbell"), mem: mem}, nil
+	return &doorbellPage{f: f, mem: mem}, nil
 }
 
 func (p *doorbellPage) word(off int) *uint32 { return (*uint32)(unsafe.Pointer(&p.mem[off])) }
 
 // takeSQ returns the last QP id stored in the SQ doorbell and clears it.
-func (p *doorbellPage) takeSQ() uint32 { return atomic.SwapUint32(p.word(DoorbellSQ), 0) }
+func (p *doorbellPage) takeSQ() uint32 { return take(p.word(DoorbellSQ)) }
 
 // takeCQ returns the last CQ id stored in the CQ arm doorbell and clears it.
-func (p *doorbellPage) takeCQ() uint32 { return atomic.SwapUint32(p.word(DoorbellCQ), 0) }
+func (p *doorbellPage) takeCQ() uint32 { return take(p.word(DoorbellCQ)) }
+
+// take swaps a doorbell word with 0, but only reads it when it is 0
+// already: a polling worker reads the page often, and a read leaves the
+// program's cache line shared where a swap would take it away.
+func take(w *uint32) uint32 {
+	if atomic.LoadUint32(w) == 0 {
+		return 0
+	}
+	return atomic.SwapUint32(w, 0)
+}
 
 // ringCQ stores a CQ id into the arm doorbell, as a program would.
 func (p *doorbellPage) ringCQ(id uint32) { atomic.StoreUint32(p.word(DoorbellCQ), id) }

@@ -86,6 +86,7 @@ func TestE2EPingpongData(t *testing.T) {
 	if err := e.AttachLink(l); err != nil {
 		t.Fatal(err)
 	}
+	dm.dp.set(e)
 	e.AddDoorbellSource(dm.p)
 	if err := e.Start(); err != nil {
 		t.Fatal(err)

@@ -39,7 +39,10 @@ type env struct {
 	p   *uverbs.Provider
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with the provider's configuration amended by f.
+func newEnvWith(t *testing.T, f func(*uverbs.Config)) *env {
 	t.Helper()
 	dev, err := device.New(device.Config{})
 	if err != nil {
@@ -53,8 +56,12 @@ func newEnv(t *testing.T) *env {
 		dev.Close()
 		t.Fatal(err)
 	}
-	p, err := uverbs.NewProvider(d, uverbs.Config{Mem: dev.Mem(), Resolver: &uverbs.StaticResolver{
-		Neighbours: map[netip.Addr]net.HardwareAddr{peerIP: peerMAC}}})
+	cfg := uverbs.Config{Mem: dev.Mem(), Resolver: &uverbs.StaticResolver{
+		Neighbours: map[netip.Addr]net.HardwareAddr{peerIP: peerMAC}}}
+	if f != nil {
+		f(&cfg)
+	}
+	p, err := uverbs.NewProvider(d, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,6 +102,18 @@ type Config struct {
 	Logger *zap.Logger
 	// Limits bound each context.
 	Limits Limits
+	// DataPlane is the engine that polls the doorbell pages (the
+	// provider is its NotifyingSource); nil: none.
+	DataPlane DataPlane
+}
+
+// DataPlane is what the provider asks of the data plane: ring a QP (a
+// notification names a context, whose QPs are all rung), and wake a
+// parked engine when a context that cannot notify gets a QP, so that it
+// polls that context's doorbell page with backoff again.
+type DataPlane interface {
+	Doorbell(qpid uint32)
+	Kick()
 }
 
 // Provider is the daemon's uverbs device: an attach.Handler whose Sessions
@@ -110,8 +122,9 @@ type Config struct {
 // uverbs core (drivers/infiniband/core/uverbs_cmd.c) and irdma
 // (drivers/infiniband/hw/irdma/verbs.c) do.
 //
-// It also gives the data plane its view of user contexts: Poll is an
-// engine.DoorbellSource over every context's doorbell page.
+// It also gives the data plane its view of user contexts: Poll, Park and
+// Unpark make it an engine.NotifyingSource over every context's doorbell
+// page (docs/dataplane.md "Idle and wake-up on post").
 type Provider struct {
 	d      *driver.Device
 	mem    *hostmem.Memory
@@ -120,12 +133,21 @@ type Provider struct {
 	lim    uk.Limits
 	regAtt driver.DeviceAttr // ib_device.attrs as cached at registration
 
-	// mu guards the list of open sessions; Poll holds it for reading
-	// (TryRLock: a doorbell scan never waits) and Session.Close for
-	// writing before it unmaps the session's doorbell page.
+	// mu guards the list of open sessions; Poll holds it for reading, Open
+	// and Session.Close (before it unmaps the session's doorbell page) for
+	// writing, each only for a slice copy.
 	mu       sync.RWMutex
 	sessions atomic.Pointer[[]*Session]
 	nextID   atomic.Uint64
+
+	// nmu guards the contexts that notify, the state last published to
+	// them and the counters of those gone.
+	nmu            sync.Mutex
+	parked         bool
+	notifiers      map[*Session]*notifier
+	notifiedGone   uint64
+	suppressedGone uint64
+	notifyWakeups  atomic.Uint64 // eventfd reads: notifications that woke the daemon
 
 	doorbells atomic.Uint64 // SQ doorbell hints delivered by Poll
 	foreignDB atomic.Uint64 // doorbell values naming no QP of the context
@@ -156,7 +178,7 @@ func NewProvider(d *driver.Device, cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("uverbs: query device: %w", err)
 	}
 	p := &Provider{d: d, mem: cfg.Mem, cfg: cfg, log: log, regAtt: attr,
-		lim: uk.LimitsFrom(profile.Profile{UK: d.UKAttrs()})}
+		lim: uk.LimitsFrom(profile.Profile{UK: d.UKAttrs()}), parked: true, notifiers: map[*Session]*notifier{}}
 	empty := []*Session{}
 	p.sessions.Store(&empty)
 	return p, nil
@@ -180,7 +202,11 @@ func (p *Provider) Open(peer *attach.Peer) (attach.Session, attach.Welcome, erro
 	p.sessions.Store(&l)
 	p.mu.Unlock()
 	s.log.Debug("uverbs: open", zap.Bool("procmem", peer.Mem != nil))
-	return s, attach.Welcome{Device: p.cfg.Device, ABIVersion: irdmaABIVer}, nil
+	w := attach.Welcome{Device: p.cfg.Device, ABIVersion: irdmaABIVer}
+	if p.cfg.DataPlane != nil {
+		w.Features |= attach.FeatureNotify // the notification rings the engine's QPs
+	}
+	return s, w, nil
 }
 
 // remove takes a closing session off the list. Once it returns, no Poll
@@ -210,11 +236,12 @@ func (p *Provider) Sessions() int { return len(*p.sessions.Load()) }
 // Both are hints — stores of the same value coalesce, and a cleared word
 // is rewritten at the next post — so the data plane must still find SQ
 // WQEs by their valid bits, and RQ WQEs (which have no doorbell) always.
-// Poll never blocks: if a session is being closed it skips the round.
+// Poll waits only for a session being opened or taken off the list (a
+// slice copy under mu): it must not skip a round, because the poll right
+// after Park is what catches a post that read "polling" just before it
+// (engine.NotifyingSource).
 func (p *Provider) Poll(ring func(qpid uint32)) {
-	if !p.mu.TryRLock() {
-		return
-	}
+	p.mu.RLock()
 	var buf [16]uint32
 	rung := buf[:0]
 	for _, s := range *p.sessions.Load() {
@@ -245,6 +272,40 @@ func (p *Provider) Poll(ring func(qpid uint32)) {
 	for _, id := range rung {
 		ring(id)
 	}
+}
+
+// Park implements engine.NotifyingSource: no worker polls the doorbell
+// pages any more, so every context that notifies is told "parked" (its
+// next post writes its eventfd). It reports whether a doorbell page must
+// still be polled with backoff: a context with a QP that cannot notify
+// (no NOTIFY: an old preload or client, or a reader that failed).
+func (p *Provider) Park() bool {
+	p.nmu.Lock()
+	p.parked = true
+	for _, n := range p.notifiers {
+		n.setPolling(false)
+	}
+	p.nmu.Unlock()
+	for _, s := range *p.sessions.Load() {
+		if s.db.Load() == nil || len(*s.qpIDs.Load()) == 0 {
+			continue
+		}
+		if n := s.ntf.Load(); n == nil || n.dead.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// Unpark implements engine.NotifyingSource: a worker polls the doorbell
+// pages again; the contexts that notify stop notifying.
+func (p *Provider) Unpark() {
+	p.nmu.Lock()
+	p.parked = false
+	for _, n := range p.notifiers {
+		n.setPolling(true)
+	}
+	p.nmu.Unlock()
 }
 
 // PortEvent delivers a port event to every open context's asynchronous
@@ -298,10 +359,29 @@ type Stats struct {
 	Doorbells        uint64 // SQ doorbell hints passed to the data plane
 	ForeignDoorbells uint64 // doorbell values that named no QP of the context
 	Panics           uint64 // commands that hit a bug of the daemon (answered -EIO)
+	// NotifyContexts is the contexts that notify now (NOTIFY);
+	// NotifyWakeups the eventfd reads (notifications that woke the daemon,
+	// several coalesced writes counting once); Notified and Suppressed the
+	// posts the programs notified and those they did not because the
+	// engine polled (the programs' own counters in their notify pages,
+	// those of closed contexts included).
+	NotifyContexts       int
+	NotifyWakeups        uint64
+	Notified, Suppressed uint64
 }
 
 // Stats returns the provider's counters.
 func (p *Provider) Stats() Stats {
-	return Stats{Sessions: p.Sessions(), Doorbells: p.doorbells.Load(), ForeignDoorbells: p.foreignDB.Load(),
-		Panics: p.panics.Load()}
+	st := Stats{Sessions: p.Sessions(), Doorbells: p.doorbells.Load(), ForeignDoorbells: p.foreignDB.Load(),
+		Panics: p.panics.Load(), NotifyWakeups: p.notifyWakeups.Load()}
+	p.nmu.Lock()
+	st.NotifyContexts = len(p.notifiers)
+	st.Notified, st.Suppressed = p.notifiedGone, p.suppressedGone
+	for _, n := range p.notifiers {
+		a, b := n.counters()
+		st.Notified += a
+		st.Suppressed += b
+	}
+	p.nmu.Unlock()
+	return st
 }

@@ -32,6 +32,7 @@ type Session struct {
 	dbPage   *doorbellPage
 	db       atomic.Pointer[doorbellPage] // what Poll sees
 	async    atomic.Pointer[eventFile]    // the async event file, once GET_CONTEXT made it
+	ntf      atomic.Pointer[notifier]     // the post notification, once NOTIFY made it
 
 	h        handleTable
 	channels []*compChannel
@@ -435,6 +436,15 @@ func (s *Session) setQPID(q *driver.QP, add bool) {
 	s.qpIDs.Store(&m)
 }
 
+// kickIfPolled wakes a parked data plane when this context now needs its
+// doorbell page polled with backoff (Provider.Park): it has a QP and no
+// way to notify.
+func (s *Session) kickIfPolled() {
+	if dp := s.p.cfg.DataPlane; dp != nil && s.ntf.Load() == nil && len(*s.qpIDs.Load()) == 1 {
+		dp.Kick()
+	}
+}
+
 // asyncEvent queues a struct ib_uverbs_async_event_desc on the context's
 // async event file (ib_uverbs_async_handler).
 func (s *Session) asyncEvent(cnt *eventCounter, element uint64, typ uint32) {
@@ -464,6 +474,7 @@ func (s *Session) Close() {
 	}
 	s.closed = true
 	s.closing.Store(true)
+	s.stopNotify()
 	s.db.Store(nil) // no new doorbell scans
 	d := s.p.d
 	each := func(k objKind, f func(id uint32, v any)) {

@@ -114,7 +114,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Engine.Workers, "workers", 0, "data-plane worker goroutines (default min(GOMAXPROCS, 4))")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on the orderly part of shutdown")
 	atomics := fs.Bool("atomics", false, "enable RDMA atomics (FETCH_ADD, CMP_SWAP): an E810 has them only when its firmware allows (FTN_FLAGS)")
-	fs.DurationVar(&cfg.Engine.Scan.MaxBackoff, "scan-max-backoff", 0, "longest sleep between rescans of active QPs: bounds the latency of a WQE whose doorbell was coalesced, against CPU when idle (default 1ms; docs/dataplane.md)")
+	fs.DurationVar(&cfg.Engine.Scan.MaxBackoff, "scan-max-backoff", 0, "longest sleep between polls of a doorbell page whose program cannot notify (an old preload or client), against CPU when idle (default 1ms; docs/dataplane.md)")
+	fs.DurationVar(&cfg.Engine.Scan.Poll, "poll-window", 0, "how long an idle worker keeps polling doorbells after its last work before it parks and programs must notify (default 0: park once a few yields found nothing; negative: not even those; docs/dataplane.md)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, runUsage)
 		fs.PrintDefaults()
@@ -141,6 +142,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if cfg.Engine.Scan.MaxBackoff < 0 || cfg.Engine.Scan.MaxBackoff > time.Second {
 		fmt.Fprintf(stderr, "irdma-emu run: --scan-max-backoff %v out of range 0..1s\n", cfg.Engine.Scan.MaxBackoff)
 		return exitUsage
+	}
+	if cfg.Engine.Scan.Poll > time.Hour {
+		fmt.Fprintf(stderr, "irdma-emu run: --poll-window %v out of range (at most 1h)\n", cfg.Engine.Scan.Poll)
+		return exitUsage
+	}
+	if cfg.Engine.Scan.Poll < 0 {
+		cfg.Engine.Scan.Spin = -1 // no yields either: park as soon as a scan finds nothing
 	}
 	if *atomics {
 		cfg.Profile = profile.GEN2().WithAtomics(true)

@@ -148,6 +148,7 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"--workers", "-1"}, "workers"},
 		{[]string{"--scan-max-backoff", "-1ms"}, "scan-max-backoff"},
 		{[]string{"--scan-max-backoff", "5s"}, "scan-max-backoff"},
+		{[]string{"--poll-window", "2h"}, "poll-window"},
 		{[]string{"--atomics=maybe"}, "atomics"},
 		{[]string{"stray"}, "stray"},
 	} {

@@ -156,6 +156,16 @@ func formatStats(s daemon.Stats, prev *daemon.Stats, oneQP bool) string {
 		}
 		p("\ndata plane (port)\n")
 		writeCounters(&b, pt.Counters)
+		sc := pt.Sched
+		state := "polling"
+		if sc.Parked {
+			state = "parked"
+		}
+		p("  workers: %s (%d polling); %d wake-ups, %d backoff timers, %d parks, %d unparks, %d doorbells found after a park\n",
+			state, sc.Pollers, sc.Wakeups, sc.TimerArms, sc.Parks, sc.Unparks, sc.ParkFound)
+		db := pt.Doorbells
+		p("  doorbells: %d polled, %d foreign; notifications: %d contexts, %d wake-ups, %d posts notified, %d suppressed\n",
+			db.Polled, db.Foreign, db.NotifyContexts, db.NotifyWakeups, db.Notified, db.Suppressed)
 		l := pt.Link
 		p("\nlink (UDP/4791 on %s, %s)\n", strings.Join(l.Addrs, " "), l.Mode)
 		p("  %-4s %14s %16s %12s %12s\n", "", "frames", "bytes", "calls", "frames/call")

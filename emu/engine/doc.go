@@ -38,15 +38,22 @@
 // decision is per frame (loopback.go; docs/dataplane.md "Loopback").
 //
 // # Doorbells and the rescan
+// # Doorbells, polling and parking
 //
 // A WQEALLOC write (its QP id in [19:0]) marks the QP ready. Doorbells are
 // hints: stores of one value coalesce, and the kernel suppresses them while
-// it believes the device busy (docs/hw-datapath.md "Doorbells"). So a worker
-// with nothing ready rescans its active QPs — those with recent work — for a
-// posted WQE by valid bit, and polls the pluggable DoorbellSources (the user
-// doorbell pages of a later issue), backing off from spinning to sleeping up
-// to ScanConfig.MaxBackoff; a QP idle for Linger leaves the set. With no
-// active QP and no polled source a worker sleeps until kicked.
+// it believes the device busy (docs/hw-datapath.md "Doorbells"); the
+// published SQ tail and a last look at the SQ after publishing close that
+// race. The user doorbell pages are shared memory nothing traps: they are
+// DoorbellSources, polled by every worker that polls — after each round
+// while busy, and for ScanConfig.Poll after its last work, with its active
+// QPs rescanned by valid bit. Then the worker parks: it sleeps until
+// kicked, with no timer. When the last worker parks, the NotifyingSources
+// are told Park (their posters notify from then on) and polled once more,
+// so a post that saw "polling" just before is not lost; the first worker
+// to wake tells them Unpark. Only a source whose posters cannot notify
+// keeps a parked worker on a backoff timer (MinBackoff doubling to
+// MaxBackoff). docs/dataplane.md "Idle and wake-up on post".
 //
 // # Control and data
 //

@@ -39,17 +39,30 @@ type Config struct {
 	TxBatch int
 }
 
-// ScanConfig is the idle-worker policy: the trade-off between CPU use
-// while idle and the latency of a WQE posted without a doorbell after a
-// quiet period (docs/dataplane.md has measured figures).
+// ScanConfig is the idle-worker policy: how long a worker with nothing to
+// do keeps polling before it parks, and how a source whose posters cannot
+// notify is polled (docs/dataplane.md "Idle and wake-up on post" has the
+// measured figures).
 type ScanConfig struct {
-	// Disabled turns the rescan off: only doorbells and traffic wake QPs.
+	// Disabled turns the rescan off: only doorbells, notifications and
+	// traffic wake QPs.
 	Disabled bool
-	// Spin is how many yields (runtime.Gosched) an idle worker makes
-	// before it sleeps; default 4.
+	// Spin is how many yields (runtime.Gosched) an idle worker makes at
+	// least before it parks; default 4, negative: none.
 	Spin int
-	// MinBackoff is the first sleep, doubled up to MaxBackoff; defaults
-	// 10 µs and 1 ms. MaxBackoff bounds the first-WQE latency.
+	// Poll is how long an idle worker keeps polling — the doorbell
+	// sources and its active QPs' SQs by valid bit, yielding in between —
+	// after its last work, once its Spin yields are done, before it parks;
+	// default (0 or negative) none: on two cores shared with busy-polling
+	// programs any window measured slower than parking at once
+	// (docs/dataplane.md). While some worker polls, notifying posters need
+	// not notify (NotifyingSource).
+	Poll time.Duration
+	// MinBackoff and MaxBackoff bound the sleeps, doubling from MinBackoff
+	// (default 10 µs) to MaxBackoff (default 1 ms), between the polls of a
+	// source that cannot be notified (Parker.Park reports true, or a plain
+	// DoorbellSource). MaxBackoff is also the period of the rescan of
+	// active QPs while a worker is busy.
 	MinBackoff, MaxBackoff time.Duration
 	// Linger is how long a QP with nothing outstanding stays in the scan
 	// set after its last work; default 100 ms.
@@ -66,6 +79,7 @@ func (c *Config) fill() {
 	} else if s.Spin == 0 {
 		s.Spin = 4
 	}
+	s.Poll = max(s.Poll, 0)
 	if s.MinBackoff <= 0 {
 		s.MinBackoff = 10 * time.Microsecond
 	}
@@ -79,11 +93,34 @@ func (c *Config) fill() {
 }
 
 // DoorbellSource is a place doorbells land that nothing traps: the user
-// doorbell pages in shared memory (a later issue) are polled by the scan.
-// Poll calls ring for every QP id it saw rung since its last call; it must
-// not block. It is called by one worker at a time.
+// doorbell pages in shared memory. Poll calls ring for every QP id it saw
+// rung since its last call; it must not block. It is called by one worker
+// at a time, whenever some worker polls: while it is busy and during its
+// Spin yields and poll window (ScanConfig). A source that is only a DoorbellSource is
+// also polled with backoff while every worker is parked.
 type DoorbellSource interface {
 	Poll(ring func(qpid uint32))
+}
+
+// NotifyingSource is a DoorbellSource whose posters can tell the engine
+// that they posted, as a virtio driver kicks its device: the engine
+// publishes through Park and Unpark whether any worker is polling, the
+// poster reads that after its doorbell store and notifies only when none
+// is; the notification rings the QPs (Engine.Doorbell), which wakes their
+// workers (docs/dataplane.md "Idle and wake-up on post").
+type NotifyingSource interface {
+	DoorbellSource
+	// Park tells the source that no worker polls from now on: posters
+	// must notify. The engine polls the source once more right after
+	// Park returns, so a post whose poster read "polling" before Park's
+	// store is still found: each side stores, then fences, then loads
+	// the other's word, so at least one sees the other (Dekker; virtio's
+	// event index closes the same race). Park reports whether the source
+	// must still be polled with backoff (posters that cannot notify).
+	Park() (poll bool)
+	// Unpark tells the source that a worker polls again: posters may
+	// stop notifying.
+	Unpark()
 }
 
 // Errors.
@@ -104,6 +141,20 @@ type Engine struct {
 	srcMu   sync.Mutex
 	sources atomic.Pointer[[]DoorbellSource]
 
+	// srcPoll serialises the polls of the sources (any polling worker
+	// takes it with TryLock; parking waits for it).
+	srcPoll sync.Mutex
+	srcRing func(qpid uint32) // ringFromSource
+	srcRang bool              // under srcPoll: the current poll rang a QP
+	// pollers counts the workers that are not parked (stepped: 1 while
+	// Poll finds work, 0 once a Poll found nothing).
+	pollers atomic.Int32
+	// parkMu serialises Park and Unpark; parked and backoff are under it.
+	parkMu  sync.Mutex
+	parked  bool // the notifying sources were told Park
+	backoff bool // since the last Park, some source must be polled with backoff
+	sched   schedCounters
+
 	entMu   sync.Mutex
 	entries []*entry // every transport attached, for Close and Stats
 
@@ -120,13 +171,14 @@ type Engine struct {
 // register. Attach a link, then Start (unless Config.Stepped).
 func New(dev *device.Device, cfg Config) (*Engine, error) {
 	cfg.fill()
-	e := &Engine{dev: dev, cfg: cfg, clock: dev.Clock(), stop: make(chan struct{})}
+	e := &Engine{dev: dev, cfg: cfg, clock: dev.Clock(), stop: make(chan struct{}), parked: true}
 	e.dp = qp.DataPlane{
 		QPs: dev.QPs(), Mem: dev.Mem(), MRs: dev.MRs(), AHs: dev.AHs(), Events: dev.Events(),
 		Stats: dev.HWStats(), Meter: dev.Meter(), Clock: dev.Clock(), Profile: dev.Profile(),
 		Tun: cfg.Tunables,
 	}
 	e.dp.Init()
+	e.srcRing = e.ringFromSource
 	e.port = &port{e: e}
 	e.SetGIDs(cfg.GIDs)
 	pool := link.NewPool(link.DefaultPoolSize)
@@ -201,8 +253,11 @@ func (e *Engine) Start() error {
 }
 
 // Poll runs one round of every worker in the caller's goroutine: the QPs
-// ready now, or, if none was, a rescan. It reports whether anything ran.
-// Only with Config.Stepped.
+// ready now, then a poll of the doorbell sources, or, if nothing ran, a
+// rescan. It reports whether anything ran. A Poll that finds nothing parks
+// the notifying sources (and polls them once more, as a parking worker
+// does); the next Poll that finds work unparks them. Only with
+// Config.Stepped.
 func (e *Engine) Poll() bool {
 	if !e.cfg.Stepped || e.closed.Load() {
 		return false
@@ -214,11 +269,22 @@ func (e *Engine) Poll() bool {
 			did = true
 		}
 	}
+	if e.pollSources(false) {
+		did = true
+	}
 	if !did && !e.cfg.Scan.Disabled {
 		for _, w := range e.workers {
 			if w.scan(e.clock.Now()) {
 				did = true
 			}
+		}
+	}
+	switch {
+	case did && e.pollers.CompareAndSwap(0, 1):
+		e.syncSources()
+	case !did && e.pollers.CompareAndSwap(1, 0):
+		if found, _ := e.syncSources(); found {
+			did = true
 		}
 	}
 	return did
@@ -244,6 +310,15 @@ func (e *Engine) AddDoorbellSource(s DoorbellSource) {
 	}
 	l = append(l, s)
 	e.sources.Store(&l)
+	e.addSource(s)
+	e.Kick()
+}
+
+// Kick wakes every worker, so that a parked engine looks at its sources
+// again: a source whose posters cannot notify calls it when it gets one
+// (its NotifyingSource.Park answers true from then on, and the workers
+// park again with a backoff timer).
+func (e *Engine) Kick() {
 	for _, w := range e.workers {
 		w.kick()
 	}

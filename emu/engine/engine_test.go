@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,5 +300,195 @@ func TestQPChurn(t *testing.T) {
 	}
 	if s := n.eng.Stats(); s.QPs > 70 {
 		t.Fatalf("%d transports remembered after 140 destroyed QPs", s.QPs)
+	}
+}
+
+// notifySource is a NotifyingSource: the doorbells of fakeSource, and the
+// state the engine publishes (polling or parked) as a poster would read
+// it. onPark, if set, runs once inside the next Park, after the parked
+// state is stored: a poster that read "polling" just before.
+type notifySource struct {
+	fakeSource
+	mu      sync.Mutex
+	polling bool
+	parks   int
+	unparks int
+	legacy  bool // Park answers that the source still wants polling
+	onPark  func()
+}
+
+func (s *notifySource) Park() bool {
+	s.mu.Lock()
+	s.polling = false
+	s.parks++
+	f := s.onPark
+	s.onPark = nil
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return s.legacy
+}
+
+func (s *notifySource) Unpark() {
+	s.mu.Lock()
+	s.polling = true
+	s.unparks++
+	s.mu.Unlock()
+}
+
+func (s *notifySource) state() (polling bool, parks, unparks int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.polling, s.parks, s.unparks
+}
+
+// waitParked advances the manual clock past the poll window until every
+// worker of e has parked, the sources were told so, and that lasts: a
+// worker may still hold a kick from before it parked (AddDoorbellSource
+// kicks them all), which wakes it once more; the counters must stay the
+// same over a thousand yields before the engine counts as settled.
+func waitParked(t *testing.T, e *Engine, clk *timing.Manual) SchedStats {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		clk.Advance(e.cfg.Scan.Poll)
+		if s := e.Stats().Sched; s.Pollers == 0 && s.Parked {
+			for range 1000 {
+				runtime.Gosched()
+			}
+			if s2 := e.Stats().Sched; s2 == s {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workers never parked: %+v", e.Stats().Sched)
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestIdleNoWakeups: an engine with worker goroutines, an active QP and a
+// notifying source parks once its poll window is over, and then nothing
+// wakes it: no timer is armed on the device's clock, and ten seconds of
+// (manual) time bring no wake-up, no timer arm, no park or unpark. A
+// doorbell wakes it; it parks again.
+func TestIdleNoWakeups(t *testing.T) {
+	clk := timing.NewManual()
+	n := newNode(t, clk, Config{Workers: 2}, ipA, ipB, macB, nil)
+	src := &notifySource{fakeSource: fakeSource{ids: make(chan uint32, 4)}}
+	n.eng.AddDoorbellSource(src)
+	cqs := n.env.Dev.CQs().Get(2)
+	n.nop(n.rc, 0)
+	n.env.Doorbell(n.rc)
+	deadline := time.Now().Add(10 * time.Second)
+	for cqs.Stats().CQEs < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("NOP not completed")
+		}
+		runtime.Gosched()
+	}
+	s0 := waitParked(t, n.eng, clk)
+	if polling, parks, _ := src.state(); polling || parks == 0 {
+		t.Fatalf("source polling %v after %d parks", polling, parks)
+	}
+	if p := clk.Pending(); p != 0 {
+		t.Fatalf("%d timers armed while idle", p)
+	}
+	clk.Advance(10 * time.Second)
+	for range 1000 {
+		runtime.Gosched()
+	}
+	if s := n.eng.Stats().Sched; s.Wakeups != s0.Wakeups || s.TimerArms != 0 || s.Parks != s0.Parks || s.Unparks != s0.Unparks {
+		t.Fatalf("idle engine woke: before %+v after %+v", s0, s)
+	}
+	// A doorbell through the source wakes a worker, which unparks.
+	n.nop(n.rc, 1)
+	src.ids <- 2
+	n.env.Doorbell(n.ud) // a kick: nothing posted there
+	for cqs.Stats().CQEs < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("NOP 2 not completed")
+		}
+		clk.Advance(0)
+		runtime.Gosched()
+	}
+	s1 := waitParked(t, n.eng, clk)
+	if s1.Wakeups == s0.Wakeups || s1.Unparks == s0.Unparks || s1.Parks == s0.Parks {
+		t.Fatalf("no wake-up and park cycle: before %+v after %+v", s0, s1)
+	}
+}
+
+// TestBackoffForLegacySource: a source that cannot notify (a plain
+// DoorbellSource, or Park answering true) is polled with a backoff timer
+// while the workers are parked, and its doorbells are found by it.
+func TestBackoffForLegacySource(t *testing.T) {
+	for _, name := range []string{"plain", "park-true"} {
+		t.Run(name, func(t *testing.T) {
+			clk := timing.NewManual()
+			n := newNode(t, clk, Config{Workers: 1}, ipA, ipB, macB, nil)
+			fs := fakeSource{ids: make(chan uint32, 4)}
+			var src DoorbellSource = &fs
+			if name == "park-true" {
+				ns := &notifySource{fakeSource: fs, legacy: true}
+				src = ns
+			}
+			n.eng.AddDoorbellSource(src)
+			deadline := time.Now().Add(10 * time.Second)
+			for n.eng.Stats().Sched.TimerArms == 0 || clk.Pending() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("no backoff timer: %+v", n.eng.Stats().Sched)
+				}
+				clk.Advance(n.eng.cfg.Scan.Poll)
+				runtime.Gosched()
+			}
+			n.nop(n.rc, 0)
+			fs.ids <- 2
+			cqs := n.env.Dev.CQs().Get(2)
+			for cqs.Stats().CQEs < 1 {
+				if time.Now().After(deadline) {
+					t.Fatal("the backoff poll never found the doorbell")
+				}
+				clk.Advance(n.eng.cfg.Scan.MinBackoff)
+				runtime.Gosched()
+			}
+		})
+	}
+}
+
+// TestParkRace (stepped): a post whose poster read "polling" just before
+// the engine parked (its doorbell stored, no notification) is found by
+// the poll that follows Park; a Poll that finds work unparks the source.
+func TestParkRace(t *testing.T) {
+	n := newNode(t, timing.NewManual(), Config{Stepped: true}, ipA, ipB, macB, nil)
+	src := &notifySource{fakeSource: fakeSource{ids: make(chan uint32, 4)}}
+	n.eng.AddDoorbellSource(src)
+	if polling, parks, _ := src.state(); polling || parks != 1 {
+		t.Fatalf("a source added to a parked engine: polling %v, %d parks", polling, parks)
+	}
+	cqs := n.env.Dev.CQs().Get(2)
+	n.nop(n.rc, 0)
+	src.ids <- 2
+	if !n.eng.Poll() {
+		t.Fatal("the doorbell found nothing")
+	}
+	if polling, _, unparks := src.state(); !polling || unparks != 1 {
+		t.Fatalf("after work: polling %v, %d unparks", polling, unparks)
+	}
+	// The poster of NOP 1 stores its doorbell while the engine parks.
+	src.mu.Lock()
+	src.onPark = func() {
+		n.nop(n.rc, 1)
+		src.ids <- 2
+	}
+	src.mu.Unlock()
+	for n.eng.Poll() {
+	}
+	s := n.eng.Stats().Sched
+	if c := cqs.Stats().CQEs; c != 2 || s.ParkFound != 1 {
+		t.Fatalf("CQEs %d, park-found %d: the post that raced the park was lost", c, s.ParkFound)
+	}
+	if polling, parks, unparks := src.state(); polling || parks != 3 || unparks != 2 {
+		t.Fatalf("polling %v parks %d unparks %d", polling, parks, unparks)
 	}
 }

@@ -36,13 +36,17 @@ type Stats struct {
 	UnknownDoorbells uint64
 	// PortUp reports the link state last signalled.
 	PortUp bool
+	// Sched are the workers' scheduling counters: wake-ups, backoff
+	// timers, parks.
+	Sched SchedStats
 }
 
 // Stats returns a snapshot.
 func (e *Engine) Stats() Stats {
 	s := Stats{Port: e.port.c.Snapshot(), Gate: e.port.c.Snapshot(), Delivered: e.port.delivered.Load(), Meter: e.dp.Meter.Snapshot(),
 		Loopback:         e.port.lb.snapshot(),
-		UnknownDoorbells: e.unknownDoorbells.Load(), PortUp: link.State(e.port.state.Load()) == link.StateUp}
+		UnknownDoorbells: e.unknownDoorbells.Load(), PortUp: link.State(e.port.state.Load()) == link.StateUp,
+		Sched: e.schedStats()}
 	for _, w := range e.workers {
 		s.Port.Add(w.port.Snapshot())
 	}

@@ -30,6 +30,7 @@ type worker struct {
 	active []*entry
 
 	lastScan time.Duration
+	lastWork time.Duration // when a round or scan last made progress
 }
 
 func newWorker(e *Engine, id int, pool *link.Pool) *worker {
@@ -149,19 +150,11 @@ func (w *worker) runEntry(en *entry) bool {
 	return did
 }
 
-// scan is the valid-bit rescan: it polls the doorbell sources (worker 0)
-// and wakes every active QP with a posted WQE or pending work, then runs
-// them; QPs idle for Linger leave the set. It reports whether the QPs it
-// ran made progress.
+// scan is the valid-bit rescan: it wakes every active QP with a posted
+// WQE or pending work, then runs them; QPs idle for Linger leave the set.
+// It reports whether the QPs it ran made progress.
 func (w *worker) scan(now time.Duration) bool {
 	w.lastScan = now
-	if w.id == 0 {
-		if srcs := w.e.sources.Load(); srcs != nil {
-			for _, s := range *srcs {
-				s.Poll(w.e.Doorbell)
-			}
-		}
-	}
 	j := 0
 	linger := w.e.cfg.Scan.Linger
 	for _, en := range w.active {
@@ -181,33 +174,43 @@ func (w *worker) scan(now time.Duration) bool {
 	}
 	clear(w.active[j:])
 	w.active = w.active[:j]
-	// Run what the scan and the sources woke.
+	// Run what the scan woke.
 	return w.round()
 }
 
-// loop is the worker goroutine: run what is ready; when nothing is, rescan
-// the active QPs, then back off — a few yields, then sleeps doubling from
-// MinBackoff to MaxBackoff — or, with nothing to scan, sleep until kicked.
-// The scan also runs every MaxBackoff while busy, so a QP rung without a
-// doorbell is found under load too.
+// loop is the worker goroutine. Busy: run what is ready, poll the
+// doorbell sources after every round, rescan the active QPs every
+// MaxBackoff. Idle: keep polling the sources and rescanning — yielding in
+// between — for Spin yields and ScanConfig.Poll after the last work, then
+// park: sleep until kicked, with a timer only while a source cannot
+// notify (backoff from MinBackoff to MaxBackoff). A parked engine costs
+// nothing; timers for real deadlines (retransmission, RNR, ACK delay) are
+// the QPs' own and kick the worker when due.
 func (w *worker) loop() {
 	defer w.e.wg.Done()
-	sc := &w.e.cfg.Scan
-	clk := w.e.clock
+	e := w.e
+	sc := &e.cfg.Scan
+	clk := e.clock
 	w.timer = clk.AfterFunc(math.MaxInt64, w.kick)
 	w.timer.Stop()
+	e.pollers.Add(1)
+	e.syncSources()
 	idle := 0
 	for {
 		select {
-		case <-w.e.stop:
+		case <-e.stop:
 			return
 		default:
 		}
 		now := clk.Now()
-		scanDue := !sc.Disabled && now-w.lastScan >= sc.MaxBackoff
-		if w.round() {
+		ran := w.round()
+		if e.pollSources(false) {
+			ran = w.round() || ran
+		}
+		if ran {
 			idle = 0
-			if scanDue {
+			w.lastWork = now
+			if !sc.Disabled && now-w.lastScan >= sc.MaxBackoff {
 				w.scan(now)
 			}
 			// Yield between rounds: a worker kept busy would otherwise hold
@@ -219,25 +222,50 @@ func (w *worker) loop() {
 		}
 		if !sc.Disabled && w.scan(now) {
 			idle = 0
+			w.lastWork = now
 			continue
 		}
 		idle++
-		if idle <= sc.Spin {
+		if idle <= sc.Spin || now-w.lastWork < sc.Poll {
 			runtime.Gosched()
 			continue
 		}
-		polled := w.id == 0 && w.e.sources.Load() != nil
-		if !sc.Disabled && (len(w.active) > 0 || polled) {
-			shift := min(idle-sc.Spin-1, 30)
-			d := min(sc.MinBackoff<<shift, sc.MaxBackoff)
-			w.timer.Reset(d)
-		}
-		select {
-		case <-w.kickc:
-		case <-w.e.stop:
+		if !w.park(idle) {
 			return
 		}
 	}
+}
+
+// park sleeps until the worker is kicked (or its backoff timer fires). The
+// last worker to park parks the notifying sources and polls them once
+// more; if that finds a doorbell the worker goes back to work at once. It
+// reports false when the engine stops.
+func (w *worker) park(idle int) bool {
+	e := w.e
+	sc := &e.cfg.Scan
+	if e.pollers.Add(-1) == 0 {
+		found, backoff := e.syncSources()
+		if found {
+			e.pollers.Add(1)
+			e.syncSources()
+			return true
+		}
+		if backoff && !sc.Disabled {
+			shift := min(max(idle-sc.Spin-1, 0), 30)
+			w.timer.Reset(min(sc.MinBackoff<<shift, sc.MaxBackoff))
+			e.sched.timerArms.Add(1)
+		}
+	}
+	select {
+	case <-w.kickc:
+	case <-e.stop:
+		return false
+	}
+	w.timer.Stop() // a kick before the backoff ran out: no stray wake-up later
+	e.sched.wakeups.Add(1)
+	e.pollers.Add(1)
+	e.syncSources()
+	return true
 }
 
 // close releases what the stopped worker still holds.

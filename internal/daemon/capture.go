@@ -30,6 +30,11 @@ type capture struct {
 	flushf func() error
 	err    error // guarded by mu
 	n      uint64
+	// dirty gets a token when a frame is written into an empty buffer
+	// (pending, guarded by mu): the flusher sleeps on it, so an idle
+	// daemon's capture costs no wake-up.
+	dirty   chan struct{}
+	pending bool
 }
 
 // captureSnaplen is the snapshot length in the file header: every frame
@@ -39,7 +44,7 @@ const captureSnaplen = link.BufferSize
 // newCapture starts a capture on w: pcapng when ng, else pcap with
 // nanosecond timestamps, Ethernet link type either way.
 func newCapture(w io.Writer, ng bool, epoch time.Time) (*capture, error) {
-	c := &capture{epoch: epoch, bw: bufio.NewWriterSize(w, 256<<10)}
+	c := &capture{epoch: epoch, bw: bufio.NewWriterSize(w, 256<<10), dirty: make(chan struct{}, 1)}
 	if ng {
 		nw, err := pcapgo.NewNgWriterInterface(c.bw, pcapgo.NgInterface{
 			Name:                "irdma-emu",
@@ -120,13 +125,22 @@ func (c *capture) recordLocked(ts time.Time, frame []byte) {
 		return
 	}
 	c.n++
+	if !c.pending {
+		c.pending = true
+		select {
+		case c.dirty <- struct{}{}:
+		default:
+		}
+	}
 }
 
-// flush writes out what is buffered; a capture is flushed every second
-// while the daemon runs, so the file can be read during a run.
+// flush writes out what is buffered; a capture is flushed within a second
+// of its first unflushed frame while the daemon runs, so the file can be
+// read during a run.
 func (c *capture) flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.pending = false
 	if c.err == nil {
 		if err := c.flushf(); err != nil {
 			c.err = fmt.Errorf("capture: %w", err)

@@ -445,22 +445,31 @@ func (d *Daemon) closeCapture() error {
 	return nil
 }
 
-// flushCapture writes the capture out every second, so that it can be read
-// while the daemon runs.
+// flushCapture writes the capture out a second after the first frame that
+// is not on disk yet, so that it can be read while the daemon runs. With
+// no traffic it sleeps on the capture's dirty channel: no ticker wakes an
+// idle daemon.
 func (d *Daemon) flushCapture() {
 	defer d.bg.Done()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	c := d.capt
+	t := time.NewTimer(time.Hour)
+	t.Stop()
 	for {
 		select {
 		case <-d.stop:
 			return
+		case <-c.dirty:
+		}
+		t.Reset(time.Second)
+		select {
+		case <-d.stop:
+			t.Stop()
+			return
 		case <-t.C:
-			if err := c.flush(); err != nil {
-				d.log.Error("capture stopped", zap.Error(err))
-				return
-			}
+		}
+		if err := c.flush(); err != nil {
+			d.log.Error("capture stopped", zap.Error(err))
+			return
 		}
 	}
 }

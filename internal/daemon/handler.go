@@ -17,7 +17,7 @@ import (
 // polled by the data plane and neighbours resolved through the port model.
 func DefaultHandler(d *Daemon) (attach.Handler, error) {
 	p, err := uverbs.NewProvider(d.Driver(), uverbs.Config{Device: d.Name(), Mem: d.Device().Mem(),
-		Resolver: Resolver{d}, Logger: d.log.Named("uverbs")})
+		Resolver: Resolver{d}, Logger: d.log.Named("uverbs"), DataPlane: d.Engine()})
 	if err != nil {
 		return nil, err
 	}

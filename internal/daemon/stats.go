@@ -10,6 +10,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/link/udp"
 	"github.com/irdma-emu/irdma-emu/emu/qp"
 	"github.com/irdma-emu/irdma-emu/emu/timing"
+	"github.com/irdma-emu/irdma-emu/uverbs"
 )
 
 // Stats is what `irdma-emu stats` shows: the port's hardware counters as
@@ -72,6 +73,36 @@ type PortStats struct {
 	Loopback         LoopbackStats `json:"loopback"`
 	ActiveQPs        int           `json:"active_qps"`
 	UnknownDoorbells uint64        `json:"unknown_doorbells"`
+	Sched            Sched         `json:"sched"`
+	// Doorbells are the user contexts' doorbells and notifications (the
+	// uverbs provider's counters; zero with another attach handler).
+	Doorbells Doorbells `json:"doorbells"`
+}
+
+// Doorbells count how the programs' posts reached the data plane
+// (docs/dataplane.md "Idle and wake-up on post").
+type Doorbells struct {
+	Polled         uint64 `json:"polled"`          // SQ doorbell words found set by a polling worker
+	Foreign        uint64 `json:"foreign"`         // doorbell values naming no QP of their context
+	NotifyContexts int    `json:"notify_contexts"` // contexts that notify (NOTIFY) now
+	NotifyWakeups  uint64 `json:"notify_wakeups"`  // eventfd reads: notifications that woke the daemon
+	Notified       uint64 `json:"notified"`        // posts the programs notified (the engine was parked)
+	Suppressed     uint64 `json:"suppressed"`      // posts that needed no notification (the engine polled)
+}
+
+// providerStats is implemented by the uverbs provider.
+type providerStats interface{ Stats() uverbs.Stats }
+
+// Sched are the data-plane workers' scheduling counters (emu/engine
+// SchedStats): an idle daemon's stay still.
+type Sched struct {
+	Wakeups   uint64 `json:"wakeups"`    // a parked worker woke (kick or backoff timer)
+	TimerArms uint64 `json:"timer_arms"` // backoff timers for doorbell pages whose programs cannot notify
+	Parks     uint64 `json:"parks"`      // every worker parked: programs must notify
+	Unparks   uint64 `json:"unparks"`    // a worker polls again
+	ParkFound uint64 `json:"park_found"` // doorbells found by the poll right after a park
+	Pollers   int    `json:"pollers"`    // workers not parked now
+	Parked    bool   `json:"parked"`
 }
 
 // HWCounter is one hardware counter.
@@ -209,6 +240,14 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 	p.Counters = counters(es.Port)
 	p.ActiveQPs = es.QPs
 	p.UnknownDoorbells = es.UnknownDoorbells
+	if ps, ok := d.handler.(providerStats); ok {
+		u := ps.Stats()
+		p.Doorbells = Doorbells{Polled: u.Doorbells, Foreign: u.ForeignDoorbells, NotifyContexts: u.NotifyContexts,
+			NotifyWakeups: u.NotifyWakeups, Notified: u.Notified, Suppressed: u.Suppressed}
+	}
+	sc := es.Sched
+	p.Sched = Sched{Wakeups: sc.Wakeups, TimerArms: sc.TimerArms, Parks: sc.Parks, Unparks: sc.Unparks,
+		ParkFound: sc.ParkFound, Pollers: sc.Pollers, Parked: sc.Parked}
 	p.Link = d.linkStats()
 	p.Loopback = LoopbackStats{Frames: es.Loopback.Frames, Bytes: es.Loopback.Bytes,
 		Multicast: es.Loopback.Multicast, NoBuffer: es.Loopback.NoBuffer}

@@ -29,7 +29,8 @@
 #define IEMU_MAX_MSG 65536u
 #define IEMU_MAX_FDS 8
 #define IEMU_NAME 64
-enum { IEMU_T_HELLO = 1, IEMU_T_CMD = 2, IEMU_T_MMAP = 3, IEMU_T_MEM = 4 };
+enum { IEMU_T_HELLO = 1, IEMU_T_CMD = 2, IEMU_T_MMAP = 3, IEMU_T_MEM = 4, IEMU_T_NOTIFY = 5 };
+#define IEMU_FEATURE_NOTIFY 1u /* HELLO reply features: NOTIFY answered */
 
 #define IEMU_PAGE 4096u
 
@@ -38,6 +39,7 @@ struct iemu_env {
 	int active;            /* IRDMA_EMU_SOCKET and SYSFS_PATH both set */
 	int debug;             /* IRDMA_EMU_DEBUG */
 	int arena;             /* serve the provider's ring allocations from the arena */
+	int notify;            /* wrap post_send to notify a parked daemon (IRDMA_EMU_NOTIFY != 0) */
 	char sock[108];        /* sockaddr_un path */
 	char sysfs[512];       /* SYSFS_PATH */
 };
@@ -66,6 +68,20 @@ void iemu_arena_unlock(void);
 int iemu_arena_extent(uintptr_t *addr, size_t *len, uint64_t *fdoff, int *memfd);
 void iemu_arena_fork_child(void);
 void iemu_arena_report(void);
+
+/* preload.c: NOTIFY on the connection behind the device descriptor fd
+ * (docs/attach.md). On success *efd is the eventfd and *page the notify
+ * page mapped read-write, *polling and *counters point into it. Returns 0,
+ * -ENOTSUP when fd is not ours or the daemon does not offer NOTIFY, or
+ * another negative errno. */
+int iemu_notify_request(int fd, int *efd, void **page, volatile uint32_t **polling, uint64_t **counters);
+
+/* notify.c: descriptors in [lo, hi] are about to be closed (or replaced by
+ * dup2) by the program: move a notification eventfd out of the way. */
+void iemu_notify_fd_closing(unsigned lo, unsigned hi);
+void iemu_notify_report(void);
+void iemu_notify_lock(void); /* fork: after the fd-table lock */
+void iemu_notify_unlock(void);
 
 /* preload.c: announce a new arena piece to every connection of this process
  * (called with the arena lock held). */

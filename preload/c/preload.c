@@ -94,9 +94,11 @@ static void do_init(void)
 	iemu_env.active = iemu_env.sock[0] != 0 && iemu_env.sysfs[0] != 0;
 	d = getenv("IRDMA_EMU_ARENA");
 	iemu_env.arena = iemu_env.active && !(d != NULL && strcmp(d, "0") == 0);
+	d = getenv("IRDMA_EMU_NOTIFY");
+	iemu_env.notify = iemu_env.active && !(d != NULL && strcmp(d, "0") == 0);
 	if (iemu_env.debug)
-		iemu_dbg("active=%d socket=%s sysfs=%s arena=%d", iemu_env.active,
-			 iemu_env.sock, iemu_env.sysfs, iemu_env.arena);
+		iemu_dbg("active=%d socket=%s sysfs=%s arena=%d notify=%d", iemu_env.active,
+			 iemu_env.sock, iemu_env.sysfs, iemu_env.arena, iemu_env.notify);
 }
 
 void iemu_init(void)
@@ -201,8 +203,9 @@ struct conn {
 	pid_t owner;          /* the process that opened it */
 	dev_t sdev;           /* identity of the socket */
 	ino_t sino;
-	int idx;    /* N of uverbsN */
-	dev_t rdev; /* its device number */
+	int idx;           /* N of uverbsN */
+	dev_t rdev;        /* its device number */
+	uint32_t features; /* HELLO reply's features (IEMU_FEATURE_*) */
 	/* Under tab_lock: */
 	unsigned refs; /* table entries + borrowers */
 	int fds[CONN_MAX_FDS];
@@ -525,6 +528,67 @@ void iemu_announce_mem(uintptr_t addr, size_t len, uint64_t fdoff, int memfd)
 	free(list);
 }
 
+int iemu_notify_request(int fd, int *efd, void **page, volatile uint32_t **polling, uint64_t **counters)
+{
+	unsigned char p[8];
+	int rfds[IEMU_MAX_FDS], nrfds = 0, r, cancel;
+	size_t plen;
+	struct conn *c = conn_get(fd);
+	uint32_t poff, coff;
+	uint64_t pgoff;
+	void *m;
+
+	if (c == NULL)
+		return -ENOTSUP;
+	if (!(c->features & IEMU_FEATURE_NOTIFY)) {
+		conn_put(c);
+		return -ENOTSUP;
+	}
+	if ((r = begin(c, &cancel)) < 0) {
+		conn_put(c);
+		return r;
+	}
+	memset(p, 0, sizeof p); /* flags, reserved */
+	r = transact(c, fd, IEMU_T_NOTIFY, p, sizeof p, -1, &plen, rfds, &nrfds);
+	if (r < 0) {
+		broke(c, r);
+	} else if (plen == 4) {
+		r = (int32_t)get32(c->buf + IEMU_HDR); /* an error reply: the daemon dropped us */
+		broke(c, -EPROTO);
+		r = r < 0 ? r : -EPROTO;
+	} else if (plen != 24) {
+		broke(c, -EPROTO);
+		r = -EPROTO;
+	} else if ((r = (int32_t)get32(c->buf + IEMU_HDR)) == 0) {
+		poff = get32(c->buf + IEMU_HDR + 8);
+		coff = get32(c->buf + IEMU_HDR + 12);
+		pgoff = get64(c->buf + IEMU_HDR + 16);
+		if (nrfds != 2 || poff % 4 != 0 || poff + 4 > IEMU_PAGE || coff % 8 != 0 ||
+		    coff + 16 > IEMU_PAGE || pgoff % IEMU_PAGE != 0)
+			r = -EPROTO;
+	} else if (r > 0) {
+		r = -EPROTO;
+	}
+	end(c, cancel);
+	conn_put(c);
+	if (r == 0) {
+		m = (void *)syscall(SYS_mmap, NULL, (size_t)IEMU_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED,
+				    rfds[1], (off_t)pgoff);
+		if (m == MAP_FAILED) {
+			r = -errno;
+		} else {
+			*efd = rfds[0];
+			*page = m;
+			*polling = (volatile uint32_t *)((char *)m + poff);
+			*counters = (uint64_t *)(void *)((char *)m + coff);
+			sys_close(rfds[1]);
+			return 0;
+		}
+	}
+	close_fds(rfds, nrfds);
+	return r;
+}
+
 /* ---------------------------------------------------------------------
  * open
  */
@@ -622,6 +686,7 @@ static int open_device_nocancel(int idx, dev_t rdev, int flags)
 		close_fds(rfds, nrfds);
 		if (plen == 16 + IEMU_NAME) {
 			r = (int32_t)get32(c->buf + IEMU_HDR);
+			c->features = get32(c->buf + IEMU_HDR + 12);
 			memcpy(device, c->buf + IEMU_HDR + 16, IEMU_NAME);
 			device[IEMU_NAME - 1] = 0;
 		} else if (plen == 4) {
@@ -1013,6 +1078,7 @@ __attribute__((noinline)) static int close_slow(int fd)
 
 IEMU_API int close(int fd)
 {
+	iemu_notify_fd_closing((unsigned)fd, (unsigned)fd);
 	if (UNLIKELY(maybe_ours(fd)))
 		return close_slow(fd);
 	return CALL_REAL(close, fd);
@@ -1056,6 +1122,8 @@ IEMU_API int dup2(int oldfd, int newfd)
 	struct conn *c = NULL;
 	int r, err;
 
+	if (oldfd != newfd)
+		iemu_notify_fd_closing((unsigned)newfd, (unsigned)newfd);
 	if (oldfd == newfd || (!maybe_ours(oldfd) && !maybe_ours(newfd)))
 		return CALL_REAL(dup2, oldfd, newfd);
 	c = conn_get(oldfd);
@@ -1074,6 +1142,8 @@ IEMU_API int dup3(int oldfd, int newfd, int flags)
 	struct conn *c = NULL;
 	int r, err;
 
+	if (oldfd != newfd)
+		iemu_notify_fd_closing((unsigned)newfd, (unsigned)newfd);
 	if (oldfd == newfd || (!maybe_ours(oldfd) && !maybe_ours(newfd)))
 		return CALL_REAL(dup3, oldfd, newfd, flags);
 	c = conn_get(oldfd);
@@ -1170,7 +1240,11 @@ static void forget_range(unsigned lo, unsigned hi)
 
 IEMU_API int close_range(unsigned first, unsigned last, int flags)
 {
-	int r = CALL_REAL(close_range, first, last, flags);
+	int r;
+
+	if (!(flags & CLOSE_RANGE_CLOEXEC))
+		iemu_notify_fd_closing(first, last);
+	r = CALL_REAL(close_range, first, last, flags);
 	if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC))
 		forget_range(first, last);
 	return r;
@@ -1181,6 +1255,7 @@ IEMU_API void closefrom(int lowfd)
 	__typeof__(&closefrom) f = REAL(closefrom);
 	if (f == NULL)
 		return;
+	iemu_notify_fd_closing(lowfd < 0 ? 0 : (unsigned)lowfd, ~0u);
 	f(lowfd);
 	forget_range(lowfd < 0 ? 0 : (unsigned)lowfd, ~0u);
 }
@@ -1374,10 +1449,12 @@ static void fork_prepare(void)
 {
 	iemu_arena_lock();
 	pthread_mutex_lock(&tab_lock);
+	iemu_notify_lock();
 }
 
 static void fork_parent(void)
 {
+	iemu_notify_unlock();
 	pthread_mutex_unlock(&tab_lock);
 	iemu_arena_unlock();
 }
@@ -1390,6 +1467,7 @@ static void fork_child(void)
 	 * first ring the child allocates after opening the device anew. */
 	iemu_pid = (pid_t)syscall(SYS_getpid);
 	iemu_arena_fork_child();
+	iemu_notify_unlock();
 	pthread_mutex_unlock(&tab_lock);
 	iemu_arena_unlock();
 }
@@ -1405,4 +1483,5 @@ __attribute__((constructor)) static void iemu_ctor(void)
 __attribute__((destructor)) static void iemu_dtor(void)
 {
 	iemu_arena_report();
+	iemu_notify_report();
 }

@@ -97,12 +97,13 @@ type node struct {
 	addr netip.Addr
 }
 
-// startNodes starts n daemons on n fresh loopback addresses.
-func startNodes(t *testing.T, n int) []*node {
+// startNodes starts n daemons on n fresh loopback addresses, with the
+// extra flags of `irdma-emu run` given.
+func startNodes(t *testing.T, n int, flags ...string) []*node {
 	t.Helper()
 	var out []*node
 	for _, a := range testaddr.Loopback(t, n) {
-		p := daemontest.Run(t, daemontest.Options{}, "--addr", a.String())
+		p := daemontest.Run(t, daemontest.Options{}, append([]string{"--addr", a.String()}, flags...)...)
 		nd := &node{Proc: p, addr: a}
 		out = append(out, nd)
 		t.Cleanup(func() {

@@ -1,0 +1,144 @@
+package engine
+
+import "sync/atomic"
+
+// Parking: a worker with nothing to do polls for ScanConfig.Poll, then
+// parks — it sleeps on its kick channel with no timer, unless a source
+// cannot notify. The engine counts the workers that are not parked
+// (pollers); when the last one parks, the notifying sources are told Park
+// (their posters notify from then on) and polled once more; when the first
+// one wakes, they are told Unpark. docs/dataplane.md "Idle and wake-up on
+// post".
+
+// schedCounters count what the workers' scheduling did: the figures that
+// show an idle engine is idle (SchedStats).
+type schedCounters struct {
+	wakeups   atomic.Uint64 // a parked worker woke (kick or timer)
+	timerArms atomic.Uint64 // backoff timers armed (sources that cannot notify)
+	parks     atomic.Uint64 // the notifying sources told Park
+	unparks   atomic.Uint64 // and Unpark
+	found     atomic.Uint64 // doorbells found by the poll right after Park
+}
+
+// SchedStats are the workers' scheduling counters.
+type SchedStats struct {
+	// Wakeups counts the times a parked worker woke up: a kick (doorbell,
+	// packet, timer expiry of a QP, notification, control) or its backoff
+	// timer. An idle engine has none.
+	Wakeups uint64
+	// TimerArms counts the backoff timers armed to poll sources that
+	// cannot notify. With no such source there are none.
+	TimerArms uint64
+	// Parks and Unparks count the transitions published to the notifying
+	// sources: every worker parked (posters must notify), or one polls
+	// again.
+	Parks, Unparks uint64
+	// ParkFound counts the doorbells the poll right after a Park found:
+	// posts that raced the Park (they read "polling").
+	ParkFound uint64
+	// Pollers is the number of workers not parked now; Parked whether the
+	// notifying sources were last told Park.
+	Pollers int
+	Parked  bool
+}
+
+func (e *Engine) schedStats() SchedStats {
+	c := &e.sched
+	s := SchedStats{Wakeups: c.wakeups.Load(), TimerArms: c.timerArms.Load(), Parks: c.parks.Load(),
+		Unparks: c.unparks.Load(), ParkFound: c.found.Load(), Pollers: int(e.pollers.Load())}
+	e.parkMu.Lock()
+	s.Parked = e.parked
+	e.parkMu.Unlock()
+	return s
+}
+
+// pollSources polls every doorbell source once (if no other worker is at
+// it: a doorbell seen by one poller need not be seen by two) and reports
+// whether any rang.
+func (e *Engine) pollSources(wait bool) bool {
+	srcs := e.sources.Load()
+	if srcs == nil || len(*srcs) == 0 {
+		return false
+	}
+	if wait {
+		e.srcPoll.Lock()
+	} else if !e.srcPoll.TryLock() {
+		return false
+	}
+	e.srcRang = false
+	for _, s := range *srcs {
+		s.Poll(e.srcRing)
+	}
+	rang := e.srcRang
+	e.srcPoll.Unlock()
+	return rang
+}
+
+// ringFromSource is what the sources' Poll calls (e.srcRing, made once:
+// a closure per poll would allocate on every idle iteration).
+func (e *Engine) ringFromSource(qpid uint32) {
+	e.srcRang = true // under srcPoll
+	e.Doorbell(qpid)
+}
+
+// syncSources makes what the notifying sources were told match pollers:
+// Unpark when some worker polls, Park — then poll once more — when none
+// does. Called after every change of pollers; parkMu orders the calls, and
+// each decides from the counter's latest value, so the last call leaves
+// the right state whatever the interleaving. It reports whether the poll
+// after a Park found a doorbell (the QPs it rang are queued and their
+// workers kicked) and whether a source still wants polling with backoff.
+func (e *Engine) syncSources() (found, backoff bool) {
+	e.parkMu.Lock()
+	defer e.parkMu.Unlock()
+	park := e.pollers.Load() == 0
+	if park == e.parked {
+		return false, park && e.backoff
+	}
+	e.parked = park
+	srcs := e.sources.Load()
+	if !park {
+		e.sched.unparks.Add(1)
+		if srcs != nil {
+			for _, s := range *srcs {
+				if n, ok := s.(NotifyingSource); ok {
+					n.Unpark()
+				}
+			}
+		}
+		return false, false
+	}
+	e.sched.parks.Add(1)
+	e.backoff = false
+	if srcs != nil {
+		for _, s := range *srcs {
+			if n, ok := s.(NotifyingSource); !ok || n.Park() {
+				e.backoff = true
+			}
+		}
+	}
+	// The store of "parked" is behind us (Park's atomic stores are
+	// sequentially consistent); a poster that read "polling" stored its
+	// doorbell before, and this poll sees it.
+	if e.pollSources(true) {
+		e.sched.found.Add(1)
+		found = true
+	}
+	return found, e.backoff
+}
+
+// addSource tells a notifying source added while workers poll that they
+// do (it starts parked: its posters notify until told otherwise).
+func (e *Engine) addSource(s DoorbellSource) {
+	n, ok := s.(NotifyingSource)
+	if !ok {
+		return
+	}
+	e.parkMu.Lock()
+	defer e.parkMu.Unlock()
+	if e.parked {
+		e.backoff = n.Park() || e.backoff
+	} else {
+		n.Unpark()
+	}
+}

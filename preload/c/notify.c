@@ -1,0 +1,303 @@
+/* libirdma-emu-preload: the post notification (docs/attach.md "NOTIFY",
+ * docs/preload.md "Wake-up on post", docs/dataplane.md "Idle and wake-up
+ * on post").
+ *
+ * The doorbell page is shared memory: the provider's doorbell store
+ * (libirdma's irdma_uk_qp_post_wr, db_wr32) reaches the daemon only while
+ * its engine polls. So the preload interposes libibverbs' ibv_open_device:
+ * once the real one returned a context on our device, it asks NOTIFY on
+ * the context's connection and replaces the context's ops.post_send — what
+ * the inline ibv_post_send calls (libibverbs/verbs.h) — with a wrapper
+ * that calls the provider's, then, after a full fence, reads the notify
+ * page's polling word and writes the eventfd only when the daemon says it
+ * is parked (virtio's notification suppression). post_recv is left alone:
+ * irdma has no RQ doorbell (irdma_uk_post_receive writes none) and the
+ * device reads the RQ when a packet arrives.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "iemu.h"
+
+/* The public struct ibv_context and the head of struct ibv_qp as
+ * rdma-core declares them (libibverbs/verbs.h, identical in rdma-core 44
+ * and 65): the legacy struct ibv_context_ops of 32 function pointers, of
+ * which post_send is the 26th, then cmd_fd. They are ABI: programs
+ * compiled against any rdma-core call ops.post_send through the inline
+ * ibv_post_send. Declared here so that the preload needs no libibverbs-dev
+ * to build. */
+struct ibv_context;
+struct ibv_qp {
+	struct ibv_context *context;
+};
+typedef int (*post_send_fn)(struct ibv_qp *qp, void *wr, void **bad_wr);
+struct ibv_context_ops {
+	void *before[25]; /* _compat_query_device … _compat_destroy_qp */
+	post_send_fn post_send;
+	void *post_recv;
+	void *after[5]; /* _compat_create_ah … _compat_async_event */
+};
+struct ibv_context {
+	void *device;
+	struct ibv_context_ops ops;
+	int cmd_fd;
+	int async_fd;
+	int num_comp_vectors;
+};
+_Static_assert(offsetof(struct ibv_context, ops) == 8, "ibv_context.ops");
+_Static_assert(offsetof(struct ibv_context, ops.post_send) == 8 + 25 * 8, "ops.post_send");
+_Static_assert(sizeof(struct ibv_context_ops) == 32 * 8, "ibv_context_ops");
+_Static_assert(offsetof(struct ibv_context, cmd_fd) == 8 + 32 * 8, "ibv_context.cmd_fd");
+
+/* One context that notifies. ctx is the key (NULL: a free slot); the rest
+ * is written before ctx is published and read after it is loaded. */
+struct notify {
+	struct ibv_context *ctx;
+	post_send_fn orig;
+	volatile uint32_t *polling; /* the daemon's word: 1 polling, 0 parked */
+	uint64_t *counters;         /* notified, suppressed */
+	void *page;
+	int efd; /* -1 once lost */
+};
+
+#define NOTIFY_MAX 64
+static struct notify notifies[NOTIFY_MAX];
+static unsigned notify_hi; /* slots ever used (acquire/release) */
+static pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
+static post_send_fn any_orig; /* the provider's post_send, for a lost context */
+static uint64_t notify_errors;  /* eventfd writes that failed */
+static uint64_t notified_gone, suppressed_gone; /* counts of closed contexts (notify_lock) */
+
+static struct notify *find(const struct ibv_context *ctx)
+{
+	unsigned n = __atomic_load_n(&notify_hi, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n; i++)
+		if (__atomic_load_n(&notifies[i].ctx, __ATOMIC_ACQUIRE) == ctx)
+			return &notifies[i];
+	return NULL;
+}
+
+/* post_send is the wrapper every context that notifies gets as
+ * ops.post_send. */
+static int post_send(struct ibv_qp *qp, void *wr, void **bad_wr)
+{
+	struct notify *n = find(qp->context);
+	int r, err;
+
+	if (UNLIKELY(n == NULL)) {
+		/* Only a post on a context closed meanwhile gets here (a bug of
+		 * the program); the provider's own function still answers. */
+		post_send_fn f = __atomic_load_n(&any_orig, __ATOMIC_ACQUIRE);
+		return f != NULL ? f(qp, wr, bad_wr) : EINVAL;
+	}
+	r = n->orig(qp, wr, bad_wr);
+	/* The WQEs and the doorbell store before the read of the daemon's
+	 * word; the daemon stores "parked" before its last poll of the
+	 * doorbell page with the same fence. Either its poll sees the
+	 * doorbell or this load sees "parked". */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__builtin_expect(*n->polling != 0, 1)) {
+		__atomic_fetch_add(&n->counters[1], 1, __ATOMIC_RELAXED);
+		return r;
+	}
+	err = errno;
+	{
+		uint64_t one = 1;
+		int fd = __atomic_load_n(&n->efd, __ATOMIC_ACQUIRE);
+		/* The eventfd is non-blocking: at worst EAGAIN, when the
+		 * daemon has not read 2^64-2 notifications. */
+		if (fd >= 0 && syscall(SYS_write, fd, &one, sizeof one) == (long)sizeof one)
+			__atomic_fetch_add(&n->counters[0], 1, __ATOMIC_RELAXED);
+		else
+			__atomic_fetch_add(&notify_errors, 1, __ATOMIC_RELAXED);
+	}
+	errno = err;
+	return r;
+}
+
+/* setup asks NOTIFY for a context just opened on our device and wraps its
+ * post_send. Any failure leaves the context as it was: the daemon then
+ * polls its doorbell page with backoff. */
+static void setup(struct ibv_context *ctx)
+{
+	struct notify *n = NULL;
+	volatile uint32_t *polling;
+	uint64_t *counters;
+	void *page;
+	int efd, r;
+	unsigned i;
+
+	if (!iemu_env.notify || ctx->ops.post_send == NULL || ctx->ops.post_send == post_send)
+		return;
+	r = iemu_notify_request(ctx->cmd_fd, &efd, &page, &polling, &counters);
+	if (r < 0) {
+		if (r != -ENOTSUP)
+			iemu_dbg("NOTIFY refused (%s): the daemon polls this context's doorbells", strerror(-r));
+		return;
+	}
+	pthread_mutex_lock(&notify_lock);
+	for (i = 0; i < NOTIFY_MAX; i++)
+		if (notifies[i].ctx == NULL && notifies[i].page == NULL) {
+			n = &notifies[i];
+			break;
+		}
+	if (n == NULL) {
+		pthread_mutex_unlock(&notify_lock);
+		iemu_dbg("more than %d contexts: this one does not notify", NOTIFY_MAX);
+		syscall(SYS_munmap, page, (size_t)IEMU_PAGE);
+		syscall(SYS_close, efd);
+		return;
+	}
+	n->orig = ctx->ops.post_send;
+	n->polling = polling;
+	n->counters = counters;
+	n->page = page;
+	__atomic_store_n(&n->efd, efd, __ATOMIC_RELEASE);
+	__atomic_store_n(&any_orig, n->orig, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->ctx, ctx, __ATOMIC_RELEASE);
+	if (i >= notify_hi)
+		__atomic_store_n(&notify_hi, i + 1, __ATOMIC_RELEASE);
+	ctx->ops.post_send = post_send;
+	pthread_mutex_unlock(&notify_lock);
+	iemu_dbg("context %p notifies (eventfd %d)", (void *)ctx, efd);
+}
+
+/* forget undoes setup for a context about to be closed: its post_send
+ * back to the provider's, the slot free, the eventfd closed and the page
+ * unmapped (a post racing the close of its own context is the program's
+ * use after free, as it is without the preload). */
+static void forget(struct ibv_context *ctx)
+{
+	struct notify *n;
+	int efd;
+
+	pthread_mutex_lock(&notify_lock);
+	n = find(ctx);
+	if (n == NULL) {
+		pthread_mutex_unlock(&notify_lock);
+		return;
+	}
+	ctx->ops.post_send = n->orig;
+	__atomic_store_n(&n->ctx, NULL, __ATOMIC_RELEASE);
+	efd = __atomic_exchange_n(&n->efd, -1, __ATOMIC_ACQ_REL);
+	if (efd >= 0)
+		syscall(SYS_close, efd);
+	notified_gone += __atomic_load_n(&n->counters[0], __ATOMIC_RELAXED);
+	suppressed_gone += __atomic_load_n(&n->counters[1], __ATOMIC_RELAXED);
+	syscall(SYS_munmap, n->page, (size_t)IEMU_PAGE);
+	n->page = NULL;
+	n->polling = NULL;
+	n->counters = NULL;
+	pthread_mutex_unlock(&notify_lock);
+}
+
+void iemu_notify_lock(void) { pthread_mutex_lock(&notify_lock); }
+void iemu_notify_unlock(void) { pthread_mutex_unlock(&notify_lock); }
+
+void iemu_notify_fd_closing(unsigned lo, unsigned hi)
+{
+	unsigned n = __atomic_load_n(&notify_hi, __ATOMIC_ACQUIRE), i;
+	int moved;
+
+	/* The fast path of close(): no eventfd in the range. */
+	for (i = 0; i < n; i++) {
+		int fd = __atomic_load_n(&notifies[i].efd, __ATOMIC_ACQUIRE);
+		if (fd >= 0 && (unsigned)fd >= lo && (unsigned)fd <= hi)
+			break;
+	}
+	if (i == n)
+		return;
+	pthread_mutex_lock(&notify_lock);
+	for (i = 0; i < n; i++) {
+		int fd = notifies[i].efd;
+		if (fd < 0 || (unsigned)fd < lo || (unsigned)fd > hi)
+			continue;
+		/* The program closes a number it does not know is ours (a bug,
+		 * or closefrom before exec). Keep the eventfd at another number
+		 * when there is one above the range; otherwise the context is
+		 * losing its socket too and may as well lose this. */
+		moved = hi < (unsigned)INT32_MAX ? (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (long)hi + 1) : -1;
+		__atomic_store_n(&notifies[i].efd, moved, __ATOMIC_RELEASE);
+		iemu_dbg("the program closes the notification eventfd %d: %s %d", fd,
+			 moved >= 0 ? "moved to" : "lost, was", moved >= 0 ? moved : fd);
+	}
+	pthread_mutex_unlock(&notify_lock);
+}
+
+void iemu_notify_report(void)
+{
+	uint64_t notified, suppressed;
+	unsigned n = __atomic_load_n(&notify_hi, __ATOMIC_ACQUIRE);
+
+	if (!iemu_env.debug || n == 0)
+		return;
+	notified = notified_gone;
+	suppressed = suppressed_gone;
+	for (unsigned i = 0; i < n; i++)
+		if (notifies[i].ctx != NULL && notifies[i].counters != NULL) {
+			notified += __atomic_load_n(&notifies[i].counters[0], __ATOMIC_RELAXED);
+			suppressed += __atomic_load_n(&notifies[i].counters[1], __ATOMIC_RELAXED);
+		}
+	iemu_dbg("posts: %llu notified, %llu needed none (the daemon polled), %llu notifications failed",
+		 (unsigned long long)notified, (unsigned long long)suppressed,
+		 (unsigned long long)__atomic_load_n(&notify_errors, __ATOMIC_RELAXED));
+}
+
+/* ---------------------------------------------------------------------
+ * libibverbs interposers. iemu.map gives them the version IBVERBS_1.1, the
+ * one every program since rdma-core's first releases binds
+ * (libibverbs/libibverbs.map.in): a binary bound to the IBVERBS_1.0
+ * compatibility symbols (another struct layout) goes to libibverbs
+ * untouched.
+ */
+
+static void *real_ibv_open_device, *real_ibv_close_device;
+
+static void *next_verbs(void **slot, const char *name)
+{
+	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (f == NULL) {
+		f = dlvsym(RTLD_NEXT, name, "IBVERBS_1.1");
+		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
+	}
+	return f;
+}
+
+IEMU_API struct ibv_context *ibv_open_device(void *device)
+{
+	struct ibv_context *(*f)(void *) = (struct ibv_context * (*)(void *))
+		next_verbs(&real_ibv_open_device, "ibv_open_device");
+	struct ibv_context *ctx;
+
+	if (f == NULL) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	ctx = f(device);
+	if (ctx != NULL && iemu_env.active) {
+		int err = errno;
+		setup(ctx);
+		errno = err;
+	}
+	return ctx;
+}
+
+IEMU_API int ibv_close_device(struct ibv_context *ctx)
+{
+	int (*f)(struct ibv_context *) = (int (*)(struct ibv_context *))
+		next_verbs(&real_ibv_close_device, "ibv_close_device");
+
+	if (f == NULL)
+		return ENOSYS;
+	if (ctx != NULL)
+		forget(ctx);
+	return f(ctx);
+}

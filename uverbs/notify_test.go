@@ -1,0 +1,155 @@
+package uverbs_test
+
+import (
+	"os"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/irdma-emu/irdma-emu/attach"
+	"github.com/irdma-emu/irdma-emu/uverbs"
+)
+
+// fakeDataPlane records what the provider asks of the engine.
+type fakeDataPlane struct {
+	rung  chan uint32
+	kicks atomic.Int32
+}
+
+func (f *fakeDataPlane) Doorbell(qpid uint32) { f.rung <- qpid }
+func (f *fakeDataPlane) Kick()                { f.kicks.Add(1) }
+
+// ring waits for the next QP rung.
+func (f *fakeDataPlane) ring(t *testing.T, what string) uint32 {
+	t.Helper()
+	select {
+	case id := <-f.rung:
+		return id
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no doorbell", what)
+		return 0
+	}
+}
+
+// notifyGrant asks NOTIFY of c's session and maps the page read-write, as
+// the preload does (it counts its posts there).
+func notifyGrant(t *testing.T, c *client) (*os.File, []byte) {
+	t.Helper()
+	g, err := c.s.(attach.Notifier).Notify(attach.NotifyRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Page.Close()
+	if g.PollingOff != 0 || g.CountersOff != 64 || g.PageOffset != 0 {
+		t.Fatalf("grant %+v", g)
+	}
+	m, err := unix.Mmap(int(g.Page.Fd()), 0, attach.NotifyPageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(m) })
+	c.fds = append(c.fds, g.EventFD)
+	return g.EventFD, m
+}
+
+func polling(page []byte) uint32 { return atomic.LoadUint32((*uint32)(unsafe.Pointer(&page[0]))) }
+
+func notifyWrite(t *testing.T, efd *os.File, v uint64) {
+	t.Helper()
+	var b [8]byte
+	le.PutUint64(b[:], v)
+	if _, err := unix.Write(int(efd.Fd()), b[:]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNotify: a context that asked NOTIFY sees the engine's state in its
+// page (parked until Unpark, polling until Park), a write of its eventfd
+// rings every QP of the context, whatever count it carries, and neither a
+// closed copy of the eventfd nor the context's end troubles the daemon;
+// its counters are summed into the provider's. A context that did not ask
+// is polled with backoff once it has a QP (Park answers true, and its
+// first QP kicked the engine).
+func TestNotify(t *testing.T) {
+	dp := &fakeDataPlane{rung: make(chan uint32, 16)}
+	e := newEnvWith(t, func(c *uverbs.Config) { c.DataPlane = dp })
+	c, a, _ := ctxWithCQ(t, e)
+	efd, page := notifyGrant(t, c)
+	if polling(page) != 0 {
+		t.Fatal("a new notify page says polling before any Unpark")
+	}
+	e.p.Unpark()
+	if polling(page) != 1 {
+		t.Fatal("Unpark not published")
+	}
+	if e.p.Park() {
+		t.Fatal("Park asks for backoff with only a notifying context")
+	}
+	if polling(page) != 0 {
+		t.Fatal("Park not published")
+	}
+	r := c.ok(c.raw(createCQCmd(7, 64, 0, -1, a.addr+offCQ, a.addr+offCQShadow)), "CREATE_CQ")
+	cqh := u32(r.resp, 0)
+	_, qpn1 := qpOnCQ(t, c, a, cqh, offQP, 0x51, 2)
+	_, qpn2 := qpOnCQ(t, c, a, cqh, 0x14000, 0x52, 2)
+	if k := dp.kicks.Load(); k != 0 {
+		t.Fatalf("a notifying context's QPs kicked the engine %d times", k)
+	}
+	// One write rings both QPs.
+	notifyWrite(t, efd, 1)
+	got := map[uint32]bool{dp.ring(t, "notification"): true, dp.ring(t, "notification"): true}
+	if !got[qpn1] || !got[qpn2] {
+		t.Fatalf("rung %v, want QPs %d and %d", got, qpn1, qpn2)
+	}
+	// Any count is a notification; the largest one the kernel takes too.
+	notifyWrite(t, efd, 0xfffffffffffffffe)
+	dp.ring(t, "a huge count")
+	dp.ring(t, "a huge count")
+	// A short write is refused by the eventfd itself.
+	if _, err := unix.Write(int(efd.Fd()), []byte{1, 2, 3}); err != syscall.EINVAL {
+		t.Fatalf("3-byte eventfd write: %v", err)
+	}
+	// The program closes its copy: NOTIFY again gives a working one.
+	efd.Close()
+	efd2, page2 := notifyGrant(t, c)
+	notifyWrite(t, efd2, 1)
+	dp.ring(t, "after a second NOTIFY")
+	dp.ring(t, "after a second NOTIFY")
+	// The program's counters.
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&page2[64])), 5)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&page2[72])), 7)
+	st := e.p.Stats()
+	if st.NotifyContexts != 1 || st.NotifyWakeups != 3 || st.Notified != 5 || st.Suppressed != 7 {
+		t.Fatalf("stats %+v", st)
+	}
+	// A context without NOTIFY: its first QP kicks the engine, and Park
+	// asks for backoff.
+	l, la, _ := ctxWithCQ(t, e)
+	r = l.ok(l.raw(createCQCmd(8, 64, 0, -1, la.addr+offCQ, la.addr+offCQShadow)), "CREATE_CQ")
+	qpOnCQ(t, l, la, u32(r.resp, 0), offQP, 0x61, 2)
+	if k := dp.kicks.Load(); k != 1 {
+		t.Fatalf("%d kicks for a context that cannot notify", k)
+	}
+	if !e.p.Park() {
+		t.Fatal("Park asks no backoff with a context that cannot notify")
+	}
+	l.close()
+	if e.p.Park() {
+		t.Fatal("backoff after the context that could not notify closed")
+	}
+	// The notifying context ends: its reader stops, its counts stay.
+	c.close()
+	st = e.p.Stats()
+	if st.NotifyContexts != 0 || st.Notified != 5 || st.Suppressed != 7 {
+		t.Fatalf("stats after close %+v", st)
+	}
+	select {
+	case id := <-dp.rung:
+		t.Fatalf("QP %d rung after the context closed", id)
+	default:
+	}
+}
