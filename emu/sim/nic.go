@@ -31,13 +31,13 @@ type Resource int
 
 // The resources of a NIC.
 const (
-	ResDoorbell Resource = iota // MMIO doorbells and WQE fetch requests
-	ResPCIeRead                 // DMA read completions, device ← host
-	ResTxEngine                 // transmit scheduler + packet engine
-	ResWire                     // MAC and wire serialisation
-	ResRxParser                 // receive parser
-	ResPCIeWrite                // posted DMA writes, device → host (payload, CQEs)
-	ResHost                     // the program's CPU (posting, polling)
+	ResDoorbell  Resource = iota // MMIO doorbells and WQE fetch requests
+	ResPCIeRead                  // DMA read completions, device ← host
+	ResTxEngine                  // transmit scheduler + packet engine
+	ResWire                      // MAC and wire serialisation
+	ResRxParser                  // receive parser
+	ResPCIeWrite                 // posted DMA writes, device → host (payload, CQEs)
+	ResHost                      // the program's CPU (posting, polling)
 	NumResources
 )
 
@@ -141,8 +141,8 @@ type flight struct {
 	built, wqeAt, readAt timing.Ps // built by the real code; WQE fetched; payload read
 	peEnd                timing.Ps
 	wireAt, arrived      timing.Ps
-	ev              Event
-	stage           uint8
+	ev                   Event
+	stage                uint8
 }
 
 const (

@@ -17,16 +17,19 @@ import (
 // ib_read_bw, ib_send_bw and their _lat counterparts (perftest 4.5's
 // defaults where a field is zero).
 type Scenario struct {
-	Verb     string // "write", "read" or "send"
-	Lat      bool   // latency (ping-pong; read: one operation at a time)
-	QPs      int    // -q; default 1
-	Sizes    []int  // message sizes; default 65536 (lat: 2)
-	MTU      int    // path MTU; default 4096
-	Iters    int    // -n; default 5000 (lat: 1000)
-	TxDepth  int    // -t; default 128 (lat: 1)
-	RxDepth  int    // -r; default 512
-	PostList int    // -l; default 1
-	CQMod    int    // -Q; default 100 (lat: 1)
+	Verb string // "write", "read" or "send"
+	Lat  bool   // latency (ping-pong; read: one operation at a time)
+	// Bidir (perftest -b, bandwidth only): QPs QPs in each direction, the
+	// figures summed over both.
+	Bidir    bool
+	QPs      int   // -q; default 1
+	Sizes    []int // message sizes; default 65536 (lat: 2)
+	MTU      int   // path MTU; default 4096
+	Iters    int   // -n; default 5000 (lat: 1000)
+	TxDepth  int   // -t; default 128 (lat: 1)
+	RxDepth  int   // -r; default 512
+	PostList int   // -l; default 1
+	CQMod    int   // -Q; default 100 (lat: 1)
 	// Inline is --inline_size: payloads up to this many bytes go in the
 	// WQE. Negative: perftest's default, 0 for bandwidth tests and the
 	// device's maximum (101 on GEN_2) for the write and send latency
@@ -190,8 +193,12 @@ func Run(sc Scenario) ([]Result, error) {
 	defer w.Close()
 	sq := sc.TxDepth + sc.PostList + 1
 	conns := make([]*Conn, sc.QPs)
+	if sc.Bidir && !sc.Lat {
+		conns = make([]*Conn, 2*sc.QPs)
+	}
 	for i := range conns {
-		conns[i], err = w.Connect(0, 1, ConnSpec{SQ: max(sq, 2), RQ: sc.RxDepth + 1, BufSize: maxSize, PMTU: sc.MTU,
+		from := i / sc.QPs // the second half runs from device 1 to device 0
+		conns[i], err = w.Connect(from, 1-from, ConnSpec{SQ: max(sq, 2), RQ: sc.RxDepth + 1, BufSize: maxSize, PMTU: sc.MTU,
 			Inline: sc.Inline})
 		if err != nil {
 			return nil, err
