@@ -591,7 +591,7 @@ func (w *Sim) runLat(sc *Scenario, c *Conn, size int, inline bool) (Result, erro
 		}
 		r.LatAvg = us(sum / timing.Ps(n))
 	}
-	r.Breakdown = breakdown(p, last, half, sc.Verb == "read")
+	r.Breakdown = breakdown(p, last, half, sc.Verb == "read", sc.Verb == "send")
 	if r.SimTime > 0 {
 		r.Mpps = float64(sc.Iters) / float64(r.SimTime) * 1e6
 		r.Gbps = float64(sc.Iters) * float64(size) * 8 / float64(r.SimTime) * 1e3
@@ -615,7 +615,7 @@ func (q *QPModel) legTo(visible timing.Ps) legTimes { return q.lastRx.leg(visibl
 // MMIO write; wqe-fetch the read of the WQE; then payload read, packet
 // engine, wire, propagation, receive parser, and the PCIe writes (plus,
 // for SEND, the receive WQE fetch) until the effect is visible.
-func breakdown(p *timing.Pipeline, legs [2]legTimes, half, read bool) []Span {
+func breakdown(p *timing.Pipeline, legs [2]legTimes, half, read, send bool) []Span {
 	names := []string{"host-cpu", "doorbell", "wqe-fetch", "payload-read", "tx-engine", "wire", "propagation", "rx-parser", "pcie-write"}
 	acc := make([]timing.Ps, len(names))
 	for i, l := range legs {
@@ -624,10 +624,14 @@ func breakdown(p *timing.Pipeline, legs [2]legTimes, half, read bool) []Span {
 			// CQE write ends the operation.
 			acc[3] += l.readAt - l.built
 		} else {
-			acc[0] += p.HostPost + p.HostPoll
+			host := p.HostPost + p.HostPoll
+			if send {
+				host += p.HostPost // the receive reposted before the SEND
+			}
+			acc[0] += host
 			acc[1] += p.PCIeWrite
 			if l.needWQE {
-				acc[2] += l.wqeAt - (l.built + p.HostPoll + p.HostPost + p.PCIeWrite)
+				acc[2] += l.wqeAt - (l.built + host + p.PCIeWrite)
 			}
 			acc[3] += l.readAt - max(l.wqeAt, l.built)
 		}
