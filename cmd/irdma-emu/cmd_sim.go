@@ -92,7 +92,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "irdma-emu sim: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if o.all && o.size != 0 {
+	sizeSet := false
+	fs.Visit(func(f *flag.Flag) { sizeSet = sizeSet || f.Name == "size" })
+	if sizeSet && o.size <= 0 {
+		fmt.Fprintf(stderr, "irdma-emu sim: --size %d: want at least 1 byte\n", o.size)
+		return 2
+	}
+	if o.all && sizeSet {
 		fmt.Fprintln(stderr, "irdma-emu sim: --size and -a exclude each other")
 		return 2
 	}
@@ -101,7 +107,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		for s := 2; s <= 8<<20; s *= 2 {
 			sc.Sizes = append(sc.Sizes, s)
 		}
-	case o.size != 0:
+	case sizeSet:
 		sc.Sizes = []int{o.size}
 	}
 	if o.delay < 0 {
