@@ -126,6 +126,7 @@ type wqeBatch struct {
 
 // flight is one frame in the model, from its build to its delivery.
 type flight struct {
+	home    *NIC // whose free list it returns to
 	n       *NIC
 	q       *QPModel
 	pk      *link.Packet
@@ -225,14 +226,18 @@ func (n *NIC) getFlight() *flight {
 		n.free = n.free[:k-1]
 		return f
 	}
-	f := &flight{n: n}
+	f := &flight{n: n, home: n}
 	f.ev.Init(f.fire)
 	return f
 }
 
+// putFlight returns f to the free list of the NIC that made it (flights
+// cross the wire; without this the sender would allocate one per packet
+// and the receiver hoard them).
 func (n *NIC) putFlight(f *flight) {
-	*f = flight{n: n, ev: f.ev}
-	n.free = append(n.free, f)
+	h := f.home
+	*f = flight{n: h, home: h, ev: f.ev}
+	h.free = append(h.free, f)
 }
 
 // transmit classifies a frame the real code built and queues it on its
