@@ -57,6 +57,9 @@ type Loop struct {
 	fired  uint64
 	// after runs after every event (the scenario polls the engines there).
 	after func()
+	// timerFired is set when a timer of AfterFunc ran: a device timer
+	// (retransmission, RNR, ACK delay) may have made work for an engine.
+	timerFired bool
 }
 
 // NewLoop returns a loop at time 0.
@@ -139,7 +142,10 @@ func (l *Loop) Now() time.Duration { return time.Duration(l.Time() / timing.Nano
 // virtual time has advanced by d.
 func (l *Loop) AfterFunc(d time.Duration, f func()) timing.Timer {
 	t := &loopTimer{l: l}
-	t.e.Init(f)
+	t.e.Init(func() {
+		f()
+		l.timerFired = true
+	})
 	t.Reset(d)
 	return t
 }

@@ -463,7 +463,9 @@ func (n *NIC) rxDone(f *flight) {
 	} else {
 		pk.Release()
 	}
-	n.s.pollEngines()
+	// Only this device's engine can have work from the frame.
+	for eng := n.s.nodes[n.idx].Eng; eng.Poll(); {
+	}
 	p := n.p
 	at := now
 	if op.Operation() == wire.OpSend && op.IsStart() {

@@ -319,6 +319,7 @@ func (e *Endpoint) postSend(sc *Scenario, peer *Endpoint, k int, size int, inlin
 		e.wrs = append(e.wrs, wr)
 	}
 	_, end := e.host().Serve(now, timing.Ps(k)*e.Node.s.p.HostPost, 0)
+	e.Node.s.dirty = true
 	if n, err := e.Node.Drv.PostSend(e.QP, e.wrs); err != nil || n != k {
 		return fmt.Errorf("sim: PostSend: %d of %d: %v", n, k, err)
 	}
@@ -332,6 +333,7 @@ func (e *Endpoint) postRecv(k, size int, now timing.Ps) error {
 		e.rwrs = append(e.rwrs, driver.RecvWR{WrID: uint64(i), SGList: []driver.SGE{{Addr: uint64(e.Buf.IOVA()), Length: uint32(max(size, 1)), LKey: e.MR.LKey()}}})
 	}
 	e.host().Serve(now, timing.Ps(k)*e.Node.s.p.HostPost, 0)
+	e.Node.s.dirty = true
 	if n, err := e.Node.Drv.PostRecv(e.QP, e.rwrs); err != nil || n != k {
 		return fmt.Errorf("sim: PostRecv: %d of %d: %v", n, k, err)
 	}

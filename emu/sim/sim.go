@@ -23,6 +23,9 @@ type Sim struct {
 	p     timing.Pipeline
 	nodes []*Node
 	tr    *tracer
+	// dirty: the program posted (a doorbell, a receive) since the engines
+	// were last polled.
+	dirty bool
 }
 
 // Node is one host: a device brought up by the driver half, its engine in
@@ -180,6 +183,12 @@ func (s *Sim) pollEngines() {
 // settle runs after every event: the engines react, and the CQEs they
 // wrote are scheduled.
 func (s *Sim) settle() {
+	if !s.dirty && !s.loop.timerFired {
+		// Only posts and device timers make work for an engine outside
+		// rxDone, which polls them itself.
+		return
+	}
+	s.dirty, s.loop.timerFired = false, false
 	s.pollEngines()
 	now := s.loop.now
 	for _, n := range s.nodes {
