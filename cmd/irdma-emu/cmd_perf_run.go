@@ -657,19 +657,10 @@ func spinByte(q *perfQP, b []byte, i int, v byte, deadline time.Time) error {
 // pollOne waits for one completion of q's CQ.
 func pollOne(q *perfQP, deadline time.Time) (client.WorkCompletion, error) {
 	var wc [1]client.WorkCompletion
-	for spins := 0; ; spins++ {
-		n, err := q.cq.Poll(wc[:])
-		if err != nil {
-			return wc[0], err
-		}
-		if n == 1 {
-			return wc[0], wc[0].Err()
-		}
-		pollPause(spins)
-		if spins&0xfff == 0xfff && time.Now().After(deadline) {
-			return wc[0], errors.New("timed out waiting for a completion")
-		}
+	if _, err := waitCQ(q.cq, wc[:], deadline, "a completion"); err != nil {
+		return wc[0], err
 	}
+	return wc[0], wc[0].Err()
 }
 
 // latLoop is the ping-pong of ib_write_lat / ib_send_lat, or the
@@ -689,7 +680,13 @@ func (s *perfSession) latLoop(q *perfQP, size int) ([]time.Duration, time.Time, 
 	retire := func(block bool) error {
 		for pending > 0 {
 			var wc [4]client.WorkCompletion
-			n, err := q.cq.Poll(wc[:])
+			var n int
+			var err error
+			if block {
+				n, err = waitCQ(q.cq, wc[:], time.Time{}, "")
+			} else {
+				n, err = q.cq.Poll(wc[:])
+			}
 			if err != nil {
 				return err
 			}
@@ -702,19 +699,16 @@ func (s *perfSession) latLoop(q *perfQP, size int) ([]time.Duration, time.Time, 
 				}
 				pending--
 			}
-			if n == 0 && !block {
-				return nil
-			}
 			if n == 0 {
-				yieldCPU()
+				return nil // not blocking: nothing more yet
 			}
 		}
 		return nil
 	}
 	waitRecv := func() error {
-		for spins := 0; ; spins++ {
+		for {
 			var wc [4]client.WorkCompletion
-			n, err := q.cq.Poll(wc[:])
+			n, err := waitCQ(q.cq, wc[:], deadline, "a receive")
 			if err != nil {
 				return err
 			}
@@ -735,10 +729,6 @@ func (s *perfSession) latLoop(q *perfQP, size int) ([]time.Duration, time.Time, 
 					return s.postRecvs(q, size, o.RxDepth-q.recvs)
 				}
 				return nil
-			}
-			pollPause(spins)
-			if spins&0xfff == 0xfff && time.Now().After(deadline) {
-				return errors.New("timed out waiting for a receive")
 			}
 		}
 	}

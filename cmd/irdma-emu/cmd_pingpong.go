@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/irdma-emu/irdma-emu/attach"
 	"github.com/irdma-emu/irdma-emu/client"
 )
@@ -565,15 +563,13 @@ func (p *ppCtx) pingpong() error {
 			}
 		}
 		var ne int
-		for spins := 0; ; spins++ {
-			ne, err = p.cq.Poll(wc[:])
-			if err != nil {
-				return fmt.Errorf("poll CQ failed %v", err)
-			}
-			if o.events || ne >= 1 {
-				break
-			}
-			pollPause(spins)
+		if o.events {
+			ne, err = p.cq.Poll(wc[:]) // the event said there is one
+		} else {
+			ne, err = waitCQ(p.cq, wc[:], time.Time{}, "")
+		}
+		if err != nil {
+			return fmt.Errorf("poll CQ failed %v", err)
 		}
 		for i := 0; i < ne; i++ {
 			w := &wc[i]
@@ -728,18 +724,3 @@ func (p *ppCtx) serverExchange(my ppDest, sgid int) (ppDest, error) {
 	}
 	return rem, nil
 }
-
-// pollPause is what a busy-polling loop does between empty polls: it
-// spins a little, then yields the CPU. ibv_rc_pingpong spins outright; here
-// the device is a daemon on the same machine, whose workers a pure spin
-// starves when cores are few (on two cores, polling both ends of a
-// ping-pong took 4 ms per iteration instead of well under one).
-func pollPause(spins int) {
-	if spins >= 64 {
-		yieldCPU()
-	}
-}
-
-// yieldCPU gives the CPU to another runnable thread (sched_yield): the
-// daemon's workers, when they share the CPU with a poller.
-func yieldCPU() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }

@@ -116,6 +116,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	atomics := fs.Bool("atomics", false, "enable RDMA atomics (FETCH_ADD, CMP_SWAP): an E810 has them only when its firmware allows (FTN_FLAGS)")
 	fs.DurationVar(&cfg.Engine.Scan.MaxBackoff, "scan-max-backoff", 0, "longest sleep between polls of a doorbell page whose program cannot notify (an old preload or client), against CPU when idle (default 1ms; docs/dataplane.md)")
 	fs.DurationVar(&cfg.Engine.Scan.Poll, "poll-window", 0, "how long an idle worker keeps polling doorbells after its last work before it parks and programs must notify (default 0: park once a few yields found nothing; negative: not even those; docs/dataplane.md)")
+	pprofAddr := fs.String("pprof", "", "serve Go's net/http/pprof on `ADDR` (host:port, port 0 picks one; printed at start) while the daemon runs (docs/daemon.md \"Profiling\")")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`, for go tool pprof (docs/daemon.md \"Profiling\")")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, runUsage)
 		fs.PrintDefaults()
@@ -157,6 +159,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "irdma-emu run: --workers %d out of range 0..256\n", cfg.Engine.Workers)
 		return exitUsage
 	}
+	if err := checkPprofAddr(*pprofAddr); err != nil {
+		fmt.Fprintf(stderr, "irdma-emu run: %v\n", err)
+		return exitUsage
+	}
 	log, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "irdma-emu run: %v\n", err)
@@ -170,6 +176,17 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+
+	prof, err := startProfiling(*pprofAddr, *cpuProfile, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "irdma-emu run: %v\n", err)
+		return exitFail
+	}
+	defer func() {
+		if err := prof.stop(); err != nil {
+			fmt.Fprintf(stderr, "irdma-emu run: profiling: %v\n", err)
+		}
+	}()
 
 	d, err := daemon.Start(cfg)
 	if err != nil {

@@ -57,8 +57,8 @@
 //
 // # Control and data
 //
-// MODIFY_QP, FLUSH_WQES and DESTROY_QP reach the data plane through
-// qp.EngineHook: the CQP claims the QP (an atomic word the worker also
+// MODIFY_QP, FLUSH_WQES and DESTROY_QP reach the data plane through the
+// QP's Transport (qp.QP.Transport, BeginControl/EndControl): the CQP claims the QP (an atomic word the worker also
 // claims for each run, waiting only for a run in progress), the transport
 // hands its consumer indices back, the control operation runs, and
 // EndControl releases and wakes the QP. No lock is held while a WQE

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -334,29 +335,21 @@ func (e *Engine) Doorbell(qpid uint32) {
 		e.unknownDoorbells.Add(1)
 		return
 	}
-	if en := e.entryFor(q); en != nil {
-		en.tr.Doorbell()
-	}
+	e.transportFor(q).Doorbell()
 }
 
-// entryFor returns q's engine record, attaching a transport on first use.
-func (e *Engine) entryFor(q *qp.QP) *entry {
+// transportFor returns q's transport, attaching one (and the engine's
+// record of it, its Scheduler) on first use.
+func (e *Engine) transportFor(q *qp.QP) *qp.Transport {
 	for {
-		if p := q.Engine.Load(); p != nil {
-			tr, ok := (*p).(*qp.Transport)
-			if !ok {
-				return nil
-			}
-			en, _ := tr.Owner.(*entry)
-			return en
+		if tr := q.Transport.Load(); tr != nil {
+			return tr
 		}
 		en := &entry{w: e.workers[int(q.ID)%len(e.workers)]}
-		en.tr = qp.NewTransport(q, &e.dp, en.wake)
-		en.tr.Owner = en
-		var a any = en.tr
-		if q.Engine.CompareAndSwap(nil, &a) {
+		en.tr = qp.NewTransport(q, &e.dp, en)
+		if q.Transport.CompareAndSwap(nil, en.tr) {
 			e.register(en)
-			return en
+			return en.tr
 		}
 	}
 }
@@ -413,7 +406,7 @@ func (e *Engine) Close() error {
 }
 
 // entry is the engine's record of one QP's transport: its worker and its
-// place in the ready queue.
+// place in the ready queue. It is the transport's qp.Scheduler.
 type entry struct {
 	tr     *qp.Transport
 	w      *worker
@@ -422,10 +415,17 @@ type entry struct {
 	active bool // in w.active (worker-owned)
 }
 
-// wake queues the QP on its worker (at most once) and kicks the worker.
-func (en *entry) wake() {
+var _ qp.Scheduler = (*entry)(nil)
+
+// Wake queues the QP on its worker (at most once) and kicks the worker.
+func (en *entry) Wake() {
 	if en.queued.CompareAndSwap(false, true) {
 		en.w.ready.push(en)
 		en.w.kick()
 	}
+}
+
+// String describes the scheduling state (Engine.Debug).
+func (en *entry) String() string {
+	return fmt.Sprintf("worker %d queued %v", en.w.id, en.queued.Load())
 }

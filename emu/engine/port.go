@@ -35,10 +35,10 @@ type port struct {
 
 var _ link.Receiver = (*port)(nil)
 
-// rxScratch is what one goroutine's pass through the gate writes: the
-// parsed frame and the member list of a multicast group.
+// rxScratch is what one goroutine's pass through the gate writes besides
+// the packet's own parse (link.Packet.Frame): the member list of a
+// multicast group.
 type rxScratch struct {
-	f       wire.Frame
 	members []uint32
 }
 
@@ -80,10 +80,12 @@ func (p *port) drop(pk *link.Packet, r qp.DropReason) {
 
 // receive is the gate, in rxe's order (rxe_recv.c rxe_rcv and hdr_check,
 // docs/roce.md "rxe receive checks"): parse, ICRC, destination GID, QPN,
-// transport. s is the calling goroutine's scratch.
+// transport. This is the only parse of a received frame: it goes into
+// pk.Frame, which the QP's worker reads (qp.Transport.receive). s is the
+// calling goroutine's scratch.
 func (p *port) receive(s *rxScratch, pk *link.Packet) {
 	e := p.e
-	f := &s.f
+	f := &pk.Frame
 	if err := wire.ParseFrame(pk.Data, f); err != nil {
 		p.drop(pk, qp.DropParse)
 		return
@@ -96,21 +98,21 @@ func (p *port) receive(s *rxScratch, pk *link.Packet) {
 		// A link that carries whole frames leaves the check to us
 		// (rxe_icrc_check).
 		if f.VerifyICRC() != nil {
-			p.c.ICRCFailed.Add(1)
+			p.c.Add(qp.CntICRCFailed, 1)
 			p.drop(pk, qp.DropICRC)
 			return
 		}
-		p.c.ICRCVerified.Add(1)
+		p.c.Add(qp.CntICRCVerified, 1)
 	case link.ICRCGood:
-		p.c.ICRCLinkGood.Add(1)
+		p.c.Add(qp.CntICRCLinkGood, 1)
 	case link.ICRCBad:
-		p.c.ICRCFailed.Add(1)
+		p.c.Add(qp.CntICRCFailed, 1)
 		p.drop(pk, qp.DropICRC)
 		return
 	case link.ICRCUnverifiable:
 		// An IPv4 packet from a UDP socket whose IP ID is unknown: accepted
 		// and counted (emu/link's UDP link).
-		p.c.ICRCUnverifiable.Add(1)
+		p.c.Add(qp.CntICRCUnverifiable, 1)
 	}
 	dst := f.Dst().Addr().Unmap()
 	qpn := f.Packet.BTH.DestQP()
@@ -140,13 +142,13 @@ func (p *port) receive(s *rxScratch, pk *link.Packet) {
 
 // deliver queues pk on q's transport and wakes its worker.
 func (p *port) deliver(q *qp.QP, pk *link.Packet) {
-	en := p.e.entryFor(q)
-	if en == nil || !en.tr.Deliver(pk) {
+	tr := p.e.transportFor(q)
+	if !tr.Deliver(pk) {
 		p.drop(pk, qp.DropInboxFull)
 		return
 	}
 	p.delivered.Add(1)
-	en.wake()
+	tr.Wake()
 }
 
 // transportOK is rxe's check_type_state opcode/QP-type match: RC opcodes to
@@ -183,7 +185,7 @@ func (p *port) ourGID(dst netip.Addr) bool {
 // copy.
 func (p *port) multicast(s *rxScratch, pk *link.Packet, dst netip.Addr) {
 	e := p.e
-	f := &s.f
+	f := &pk.Frame
 	if !dst.IsMulticast() || f.Packet.Opcode().Transport() != wire.TransportUD {
 		p.drop(pk, qp.DropMcastNoGroup)
 		return
@@ -213,6 +215,9 @@ func (p *port) multicast(s *rxScratch, pk *link.Packet, dst netip.Addr) {
 			p.c.Drops[qp.DropInboxFull].Add(1)
 			continue
 		}
+		// The copy's views must alias its own buffer: parse it (bytes the
+		// gate has accepted; only the extra members of a group pay this).
+		_ = wire.ParseFrame(c.Data, &c.Frame)
 		p.deliver(qps[i], c)
 	}
 	p.deliver(qps[k-1], pk)

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"fmt"
-
 	"github.com/irdma-emu/irdma-emu/emu/link"
 	"github.com/irdma-emu/irdma-emu/emu/qp"
 	"github.com/irdma-emu/irdma-emu/emu/timing"
@@ -69,12 +67,8 @@ func (e *Engine) QPStats(id uint32) (qp.CounterSnapshot, bool) {
 	if q == nil {
 		return qp.CounterSnapshot{}, false
 	}
-	p := q.Engine.Load()
-	if p == nil {
-		return qp.CounterSnapshot{}, false
-	}
-	tr, ok := (*p).(*qp.Transport)
-	if !ok {
+	tr := q.Transport.Load()
+	if tr == nil {
 		return qp.CounterSnapshot{}, false
 	}
 	return tr.C.Snapshot(), true
@@ -86,17 +80,9 @@ func (e *Engine) Debug(id uint32) string {
 	if q == nil {
 		return "no QP"
 	}
-	p := q.Engine.Load()
-	if p == nil {
+	tr := q.Transport.Load()
+	if tr == nil {
 		return "no transport"
 	}
-	tr, ok := (*p).(*qp.Transport)
-	if !ok {
-		return "not ours"
-	}
-	en, _ := tr.Owner.(*entry)
-	if en == nil {
-		return tr.Debug()
-	}
-	return fmt.Sprintf("worker %d queued %v: %s", en.w.id, en.queued.Load(), tr.Debug())
+	return tr.Scheduler().String() + ": " + tr.Debug()
 }

@@ -145,7 +145,7 @@ func (w *worker) runEntry(en *entry) bool {
 		w.active = append(w.active, en)
 	}
 	if more {
-		en.wake()
+		en.Wake()
 	}
 	return did
 }
@@ -164,7 +164,7 @@ func (w *worker) scan(now time.Duration) bool {
 			en.active = false
 			continue
 		case tr.HasWork():
-			en.wake()
+			en.Wake()
 		case now-tr.LastWork() > linger && tr.Idle():
 			en.active = false
 			continue

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
 
 // Packet is one frame in a fixed-size pooled buffer, with the metadata a
@@ -21,6 +23,12 @@ type Packet struct {
 	// ICRC is what the link knows about the frame's ICRC. Set on
 	// receive; ignored by Send.
 	ICRC ICRCStatus
+	// Frame is the receiver's parse of Data: the device's receive gate
+	// (emu/engine) fills it once, and the QP that takes the packet reads
+	// its headers from it instead of parsing the frame again. Its views
+	// alias the packet's buffer; it is meaningful from the gate to Release,
+	// which clears it.
+	Frame wire.Frame
 
 	pool *Pool
 	// free is set while the packet sits in its pool, so a second Release
@@ -64,6 +72,7 @@ func (p *Packet) reset() {
 	p.Data = nil
 	p.Time = 0
 	p.ICRC = ICRCUnchecked
+	p.Frame = wire.Frame{}
 }
 
 // releaseAll releases every packet of pkts.

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 
 	"github.com/irdma-emu/irdma-emu/emu/mr"
-	"github.com/irdma-emu/irdma-emu/emu/timing"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
 
@@ -19,6 +18,7 @@ import (
 // or response beyond an outstanding READ or atomic means its responses were
 // lost: an implied NAK, retried at once. Completed WQEs are retired in order
 // by requester.retire.
+// The CQEs are written by the completion stage (completion.go).
 
 // handleResponse processes one response packet.
 func (r *requester) handleResponse(t *Transport, ctx *Ctx, f *wire.Frame) {
@@ -67,7 +67,7 @@ func (r *requester) ackThrough(psn wire.PSN) (moved, implied bool) {
 			break
 		}
 		if e.lastPSN.LessThanEq(psn) {
-			r.complete(e)
+			r.markDone(e)
 			moved = true
 			continue
 		}
@@ -94,8 +94,7 @@ func (r *requester) onAck(t *Transport, ctx *Ctx, psn wire.PSN, aeth wire.AETH) 
 			r.nakRetry(t, ctx)
 		}
 	case wire.SyndromeRNRNAK:
-		t.C.NAKsRcvd[NAKRNR].Add(1)
-		ctx.Port.NAKsRcvd[NAKRNR].Add(1)
+		t.nakRcvd(ctx, NAKRNR)
 		// An RNR NAK acknowledges the packets before the one it names
 		// (IBTA §9.7.5.2.8).
 		if moved, _ := r.ackThrough(psn.Sub(1)); moved {
@@ -119,8 +118,7 @@ func (r *requester) onAck(t *Transport, ctx *Ctx, psn wire.PSN, aeth wire.AETH) 
 		r.rnr.arm(t.dp.Clock, ctx.now, max(syn.RNRTimer().Duration(), 1))
 	case wire.SyndromeNAK:
 		kind := nakKindOf(syn)
-		t.C.NAKsRcvd[kind].Add(1)
-		ctx.Port.NAKsRcvd[kind].Add(1)
+		t.nakRcvd(ctx, kind)
 		// Every packet before the NAKed one is acknowledged.
 		if moved, _ := r.ackThrough(psn.Sub(1)); moved {
 			r.progress(t, ctx)
@@ -231,7 +229,7 @@ func (r *requester) onReadResponse(t *Transport, ctx *Ctx, f *wire.Frame) {
 		if !r.decodeRd(t, ctx, e) {
 			return
 		}
-		if ae := scatter(t, ctx, r.rd.Fragments(), e.readRcvd, p.Payload); ae != 0 {
+		if ae := t.writePayload(ctx, r.rd.Fragments(), e.readRcvd, p.Payload); ae != 0 {
 			t.sqFatal(ctx, e, ae)
 			return
 		}
@@ -249,7 +247,7 @@ func (r *requester) onReadResponse(t *Transport, ctx *Ctx, f *wire.Frame) {
 			}
 			t.hw(StatRDMAVInv, 1)
 		}
-		r.complete(e)
+		r.markDone(e)
 	}
 	r.progress(t, ctx)
 }
@@ -282,15 +280,38 @@ func (r *requester) onAtomicAck(t *Transport, ctx *Ctx, psn wire.PSN, p *wire.Pa
 		t.sqFatal(ctx, e, aeOf(err))
 		return
 	}
-	t.dp.charge(timing.PayloadDMAWrite, 8)
-	off := 0
-	for _, s := range ctx.spans {
-		if err := t.dp.Mem.Write(s.IOVA, b[off:off+int(s.Len)]); err != nil {
-			t.sqFatal(ctx, e, AELCEQPCatastrophic)
-			return
-		}
-		off += int(s.Len)
+	if !t.writeSpans(ctx.spans, b[:]) {
+		t.sqFatal(ctx, e, AELCEQPCatastrophic)
+		return
 	}
-	r.complete(e)
+	r.markDone(e)
 	r.progress(t, ctx)
+}
+
+// markDone marks e done and moves una past it.
+func (r *requester) markDone(e *sqEntry) {
+	e.done = true
+	r.inflight--
+	if e.kind == kindRead || e.kind == kindAtomic {
+		r.readsOut--
+	}
+	if next := e.lastPSN.Next(); next.Diff(r.una) > 0 {
+		r.una = next
+	}
+}
+
+// oldestPending returns the oldest RC entry that was sent and is not
+// complete.
+func (r *requester) oldestPending() *sqEntry {
+	for k := 0; k < r.n; k++ {
+		e := r.at(k)
+		if e.done || e.kind == kindLocal || e.kind == kindUD {
+			continue
+		}
+		if !e.started {
+			return nil
+		}
+		return e
+	}
+	return nil
 }

@@ -1,28 +1,6 @@
 package qp
 
-// The data plane of a QP (issue 4): requester (requester*.go), responder
-// (responder*.go) and completer (completer.go), held in a Transport
-// (transport.go) that a worker of emu/engine runs. This file holds what
-// they share: the device-wide DataPlane, the tunables, the per-worker Ctx
-// and the counters.
-//
-// Stages of a work request (architecture.md, "How a work request travels"):
-//
-//	doorbell hint / scan → Transport.Run → requester.fetch: SQ WQE by valid
-//	bit → DecodeSQ → local op | segment by path MTU → build (emu/wire) into a
-//	pooled link.Packet → Ctx.Send (batched by the worker) → link
-//	link → engine port gate → Transport inbox → Run → responder (requests)
-//	or completer (responses) → payload DMA, RQ WQE, ACK/NAK/READ response,
-//	CQE (emu/cq), AE
-//
-// Nothing on these paths takes a mutex except the CQ's (cq.CQ.Post, after
-// all packet work) and the AEQ's: a Transport is run by one worker at a
-// time, claimed with an atomic (Transport.claim). The QP's own mutex is
-// taken only when its context changed (MODIFY_QP, SUSPEND_QP: QP.Gen moved)
-// and when the data plane moves it to ERROR.
-
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/irdma-emu/irdma-emu/emu/ah"
@@ -34,6 +12,21 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/timing"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
+
+// The data plane of a QP (issue 4): requester (requester.go), responder
+// (responder.go) and completer (completer.go), held in a Transport
+// (transport.go) that a worker of emu/engine runs. This file holds what
+// they share: the device-wide DataPlane, the tunables and the per-worker
+// Ctx.
+//
+// The stages of a work request, and the function that is each, are listed
+// in pipeline.go (architecture.md, "How a work request travels").
+//
+// Nothing on these paths takes a mutex except the CQ's (cq.CQ.Post, after
+// all packet work) and the AEQ's: a Transport is run by one worker at a
+// time, claimed with an atomic (Transport.claim). The QP's own mutex is
+// taken only when its context changed (MODIFY_QP, SUSPEND_QP: QP.Gen moved)
+// and when the data plane moves it to ERROR.
 
 // Tunables are the transport's choices that the QP context does not carry
 // on GEN_2. docs/dataplane.md explains each default.
@@ -193,7 +186,6 @@ type Ctx struct {
 	sq    SQWQE
 	rq    RQWQE
 	frame wire.Frame
-	rx    wire.Frame
 	pf    wire.PacketFields
 	ff    wire.FrameFields
 	vlan  wire.VLANFields
@@ -201,193 +193,3 @@ type Ctx struct {
 
 // Now is the time of the current run.
 func (c *Ctx) Now() time.Duration { return c.now }
-
-// NAKKind indexes the NAK counters.
-type NAKKind uint8
-
-// NAK kinds: the four NAK codes of IBTA Table 43 (RD's aside) and RNR.
-const (
-	NAKSeq NAKKind = iota
-	NAKInvReq
-	NAKRemAccess
-	NAKRemOp
-	NAKRNR
-	NumNAKKinds
-)
-
-var nakKindNames = [NumNAKKinds]string{"psn-seq", "invalid-request", "remote-access", "remote-op", "rnr"}
-
-func (k NAKKind) String() string {
-	if k < NumNAKKinds {
-		return nakKindNames[k]
-	}
-	return "nak?"
-}
-
-func nakKindOf(s wire.Syndrome) NAKKind {
-	if s.IsRNRNAK() {
-		return NAKRNR
-	}
-	switch s.NAKCode() {
-	case wire.NAKPSNSequenceError:
-		return NAKSeq
-	case wire.NAKInvalidRequest:
-		return NAKInvReq
-	case wire.NAKRemoteAccessError:
-		return NAKRemAccess
-	}
-	return NAKRemOp
-}
-
-// DropReason says why a received packet was dropped. Drops are counted,
-// never returned (style-anchors G7/W8).
-type DropReason uint8
-
-// Drop reasons, port gate first (engine), then per QP.
-const (
-	DropParse         DropReason = iota // wire.ParseFrame refused the frame
-	DropICRC                            // ICRC mismatch (ours or the link's)
-	DropNotOurGID                       // destination IP is none of the port's GIDs
-	DropQPNZero                         // DestQP 0
-	DropUnknownQPN                      // no such QP
-	DropTransport                       // opcode transport does not match the QP type
-	DropMcastNoGroup                    // multicast with no group for the address
-	DropQPState                         // the QP's state does not accept the packet
-	DropAddress                         // RC: IPs are not the QP's (rxe check_addr)
-	DropPKey                            // P_Key mismatch
-	DropQKey                            // UD Q_Key mismatch
-	DropInboxFull                       // the QP's inbound queue was full
-	DropOutOfSequence                   // request PSN ahead of ePSN (after the one NAK)
-	DropDuplicate                       // duplicate request with nothing to replay
-	DropStaleResponse                   // response PSN behind or beyond what is outstanding
-	DropBadResponse                     // response that matches no outstanding WQE
-	DropNoRecvWQE                       // UD: no receive WQE posted
-	DropUDTooLong                       // UD: message longer than the receive buffer
-	DropResponderBusy                   // response queue full
-	NumDropReasons
-)
-
-var dropNames = [NumDropReasons]string{
-	"parse", "icrc", "not-our-gid", "qpn-zero", "unknown-qpn", "transport", "mcast-no-group",
-	"qp-state", "address", "pkey", "qkey", "inbox-full", "out-of-sequence", "duplicate",
-	"stale-response", "bad-response", "no-recv-wqe", "ud-too-long", "responder-busy",
-}
-
-func (r DropReason) String() string {
-	if r < NumDropReasons {
-		return dropNames[r]
-	}
-	return "drop?"
-}
-
-// Counters are the data plane's statistics, per QP (Transport.Counters)
-// and per port (summed over the engine's workers). Every field is an atomic
-// written by one worker and read by anyone.
-type Counters struct {
-	TxPackets, TxBytes atomic.Uint64 // packets put on the link, UDP payload bytes
-	RxPackets, RxBytes atomic.Uint64 // packets accepted by the gate
-	Retransmits        atomic.Uint64 // packets sent again (go-back-N)
-	Timeouts           atomic.Uint64 // retransmission timer expiries
-	RNRWaits           atomic.Uint64 // RNR timer expiries
-	NAKsSent           [NumNAKKinds]atomic.Uint64
-	NAKsRcvd           [NumNAKKinds]atomic.Uint64
-	OutOfSequence      atomic.Uint64 // requests ahead of ePSN
-	Duplicates         atomic.Uint64 // requests behind ePSN
-	ReadReplays        atomic.Uint64 // duplicate READs executed again
-	AtomicDuplicates   atomic.Uint64 // duplicate atomic requests (behind ePSN), replayed or not
-	AtomicReplays      atomic.Uint64 // duplicate atomics answered from the cache
-	AcksSent           atomic.Uint64 // ACK packets (not NAKs, not READ responses)
-	AcksCoalesced      atomic.Uint64 // AckReqs answered by a later ACK
-	SQWQEs, RQWQEs     atomic.Uint64 // WQEs consumed
-	CQEs               atomic.Uint64 // CQEs written
-	FatalErrors        atomic.Uint64 // QPs moved to ERROR by the data plane
-	TxStalls           atomic.Uint64 // no packet buffer: transmission deferred
-	ICRCVerified       atomic.Uint64 // ICRC checked by us and good
-	ICRCLinkGood       atomic.Uint64 // ICRC checked good by the link
-	ICRCUnverifiable   atomic.Uint64 // ICRC the link could not check (accepted)
-	ICRCFailed         atomic.Uint64 // ICRC mismatch (dropped, also in Drops)
-	Drops              [NumDropReasons]atomic.Uint64
-}
-
-// CounterSnapshot is a plain copy of Counters.
-type CounterSnapshot struct {
-	TxPackets, TxBytes, RxPackets, RxBytes uint64
-	Retransmits, Timeouts, RNRWaits        uint64
-	NAKsSent, NAKsRcvd                     [NumNAKKinds]uint64
-	OutOfSequence, Duplicates              uint64
-	ReadReplays, AtomicReplays             uint64
-	AtomicDuplicates                       uint64
-	AcksSent, AcksCoalesced                uint64
-	SQWQEs, RQWQEs, CQEs, FatalErrors      uint64
-	TxStalls                               uint64
-	ICRCVerified, ICRCLinkGood             uint64
-	ICRCUnverifiable, ICRCFailed           uint64
-	Drops                                  [NumDropReasons]uint64
-}
-
-// Snapshot copies the counters.
-func (c *Counters) Snapshot() CounterSnapshot {
-	s := CounterSnapshot{
-		TxPackets: c.TxPackets.Load(), TxBytes: c.TxBytes.Load(),
-		RxPackets: c.RxPackets.Load(), RxBytes: c.RxBytes.Load(),
-		Retransmits: c.Retransmits.Load(), Timeouts: c.Timeouts.Load(), RNRWaits: c.RNRWaits.Load(),
-		OutOfSequence: c.OutOfSequence.Load(), Duplicates: c.Duplicates.Load(),
-		ReadReplays: c.ReadReplays.Load(), AtomicReplays: c.AtomicReplays.Load(), AtomicDuplicates: c.AtomicDuplicates.Load(),
-		AcksSent: c.AcksSent.Load(), AcksCoalesced: c.AcksCoalesced.Load(),
-		SQWQEs: c.SQWQEs.Load(), RQWQEs: c.RQWQEs.Load(), CQEs: c.CQEs.Load(),
-		FatalErrors: c.FatalErrors.Load(), TxStalls: c.TxStalls.Load(),
-		ICRCVerified: c.ICRCVerified.Load(), ICRCLinkGood: c.ICRCLinkGood.Load(),
-		ICRCUnverifiable: c.ICRCUnverifiable.Load(), ICRCFailed: c.ICRCFailed.Load(),
-	}
-	for i := range s.NAKsSent {
-		s.NAKsSent[i] = c.NAKsSent[i].Load()
-		s.NAKsRcvd[i] = c.NAKsRcvd[i].Load()
-	}
-	for i := range s.Drops {
-		s.Drops[i] = c.Drops[i].Load()
-	}
-	return s
-}
-
-// Add accumulates o into s.
-func (s *CounterSnapshot) Add(o CounterSnapshot) {
-	s.TxPackets += o.TxPackets
-	s.TxBytes += o.TxBytes
-	s.RxPackets += o.RxPackets
-	s.RxBytes += o.RxBytes
-	s.Retransmits += o.Retransmits
-	s.Timeouts += o.Timeouts
-	s.RNRWaits += o.RNRWaits
-	s.OutOfSequence += o.OutOfSequence
-	s.Duplicates += o.Duplicates
-	s.ReadReplays += o.ReadReplays
-	s.AtomicReplays += o.AtomicReplays
-	s.AtomicDuplicates += o.AtomicDuplicates
-	s.AcksSent += o.AcksSent
-	s.AcksCoalesced += o.AcksCoalesced
-	s.SQWQEs += o.SQWQEs
-	s.RQWQEs += o.RQWQEs
-	s.CQEs += o.CQEs
-	s.FatalErrors += o.FatalErrors
-	s.TxStalls += o.TxStalls
-	s.ICRCVerified += o.ICRCVerified
-	s.ICRCLinkGood += o.ICRCLinkGood
-	s.ICRCUnverifiable += o.ICRCUnverifiable
-	s.ICRCFailed += o.ICRCFailed
-	for i := range s.NAKsSent {
-		s.NAKsSent[i] += o.NAKsSent[i]
-		s.NAKsRcvd[i] += o.NAKsRcvd[i]
-	}
-	for i := range s.Drops {
-		s.Drops[i] += o.Drops[i]
-	}
-}
-
-// Dropped sums the drops.
-func (s *CounterSnapshot) Dropped() uint64 {
-	var n uint64
-	for _, d := range s.Drops {
-		n += d
-	}
-	return n
-}

@@ -78,9 +78,8 @@ func newRig(t *testing.T, tun qp.Tunables, mod func(*devtest.QPSpec)) *rig {
 		Stats: dev.HWStats(), Meter: dev.Meter(), Clock: clk, Profile: dev.Profile(), Tun: tun}
 	r.dp.Init()
 	qq := dev.QPs().Get(spec.ID)
-	r.tr = qp.NewTransport(qq, r.dp, func() { r.woken++ })
-	var a any = r.tr
-	qq.Engine.Store(&a)
+	r.tr = qp.NewTransport(qq, r.dp, qp.WakeFunc(func() { r.woken++ }))
+	qq.Transport.Store(r.tr)
 	r.pool = link.NewPool(0)
 	r.ctx = qp.Ctx{Pool: r.pool, Send: func(p *link.Packet) { r.out = append(r.out, p) }, MAC: ourMAC, Port: &qp.Counters{}}
 	t.Cleanup(func() {
@@ -188,6 +187,9 @@ func (r *rig) inject(pf wire.PacketFields, payload []byte) {
 		r.t.Fatal(err)
 	}
 	p.Data = p.Buf()[:n]
+	if err := wire.ParseFrame(p.Data, &p.Frame); err != nil { // the port's gate parses
+		r.t.Fatal(err)
+	}
 	if !r.tr.Deliver(p) {
 		r.t.Fatal("inbox full")
 	}

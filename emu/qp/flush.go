@@ -47,7 +47,7 @@ type FlushResult struct {
 // skips NOPs when it matches flushed CQEs to WQEs).
 func (q *QP) Flush(mem *hostmem.Memory, flushSQ, flushRQ bool, codes FlushCodes, perWQE bool) FlushResult {
 	// The data plane stops running the QP and hands its consumer indices
-	// back first (EngineHook), so the walk starts at the oldest WQE it has
+	// back first (hook.go), so the walk starts at the oldest WQE it has
 	// not completed, in-flight ones included.
 	end := q.beginControl()
 	defer end(false)

@@ -2,10 +2,9 @@ package qp
 
 import "github.com/irdma-emu/irdma-emu/emu/hostmem"
 
-// EngineHook is how the control plane coordinates with the data plane.
-// The data plane stores its per-QP state in QP.Engine; when that value
-// implements EngineHook, MODIFY_QP, FLUSH_WQES and DESTROY_QP bracket their
-// work with BeginControl and EndControl.
+// The control plane coordinates with the data plane through the QP's
+// Transport: MODIFY_QP, FLUSH_WQES and DESTROY_QP bracket their work with
+// Transport.BeginControl and Transport.EndControl when one is attached.
 //
 // BeginControl returns once the data plane is not running the QP and will
 // not run it until EndControl; before returning it writes its consumer
@@ -16,29 +15,16 @@ import "github.com/irdma-emu/irdma-emu/emu/hostmem"
 //
 // Neither call may be made with q.mu held: the data plane takes q.mu in
 // SyncWQ and EnterError, after it holds the QP.
-type EngineHook interface {
-	BeginControl()
-	EndControl(destroyed bool)
-}
 
-// hook returns the data plane's hook, if one is attached.
-func (q *QP) hook() EngineHook {
-	p := q.Engine.Load()
-	if p == nil {
-		return nil
-	}
-	h, _ := (*p).(EngineHook)
-	return h
-}
-
-// beginControl calls the hook's BeginControl and returns the matching end.
+// beginControl calls the transport's BeginControl and returns the matching
+// end.
 func (q *QP) beginControl() func(destroyed bool) {
-	h := q.hook()
-	if h == nil {
+	t := q.Transport.Load()
+	if t == nil {
 		return func(bool) {}
 	}
-	h.BeginControl()
-	return h.EndControl
+	t.BeginControl()
+	return t.EndControl
 }
 
 // Gen counts the changes of the QP's context (CREATE_QP, every MODIFY_QP):

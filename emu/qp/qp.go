@@ -184,8 +184,8 @@ type Spec struct {
 }
 
 // QP is one queue pair. Control-plane fields are guarded by mu (the CQP
-// and flush take it); the data plane (issue 4) will keep its
-// requester/responder/completer state in Engine and take its own locks.
+// and flush take it); the data plane keeps its requester, responder and
+// completer state in Transport and takes its own locks.
 type QP struct {
 	ID   uint32
 	Type Type
@@ -204,10 +204,10 @@ type QP struct {
 	// transition out of ERROR (re-flushes of new WQEs are allowed).
 	suspended bool // guarded by mu
 
-	// Engine is reserved for the data plane's per-QP state (requester,
-	// responder, completer). The control plane only calls it through
-	// EngineHook, when the stored value implements it (hook.go).
-	Engine atomic.Pointer[any]
+	// Transport is the QP's data plane, attached by the engine on the QP's
+	// first doorbell or packet (nil until then). The control plane only
+	// brackets its changes with it (hook.go).
+	Transport atomic.Pointer[Transport]
 
 	// gen counts context changes (Gen).
 	gen atomic.Uint64
@@ -374,7 +374,7 @@ func (t *Table) Create(sp Spec) (*QP, error) {
 // Destroy removes QP id and unbinds its CQs.
 func (t *Table) Destroy(id uint32) error {
 	if q := t.Get(id); q != nil {
-		// Keep the data plane off the QP while it goes (EngineHook).
+		// Keep the data plane off the QP while it goes (hook.go).
 		end := q.beginControl()
 		defer end(true)
 	}

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/irdma-emu/irdma-emu/emu/cq"
-	"github.com/irdma-emu/irdma-emu/emu/link"
 	"github.com/irdma-emu/irdma-emu/emu/mr"
 	"github.com/irdma-emu/irdma-emu/emu/timing"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
@@ -26,6 +25,9 @@ import (
 // Responses leave in PSN order through the output queue: ACKs, NAKs,
 // ATOMIC ACKs and READ responses; consecutive ACKs coalesce into the
 // latest, and while READ responses are being sent later requests wait.
+//
+// This file takes requests in; response.go sends what they queued, ud.go
+// takes UD datagrams.
 
 type msgKind uint8
 
@@ -148,8 +150,7 @@ func (r *responder) queueAck(t *Transport, ctx *Ctx, psn wire.PSN, due time.Dura
 		if tail.kind == itemAck && tail.syn.IsACK() {
 			tail.psn = psn
 			tail.due = min(tail.due, due)
-			t.C.AcksCoalesced.Add(1)
-			ctx.Port.AcksCoalesced.Add(1)
+			t.count(ctx, CntAcksCoalesced, 1)
 			return
 		}
 	}
@@ -197,8 +198,7 @@ func (r *responder) handle(t *Transport, ctx *Ctx, f *wire.Frame) {
 	case d > 0:
 		// Ahead: one NAK per gap, carrying the expected PSN (rxe
 		// check_psn RESPST_ERR_PSN_OUT_OF_SEQ).
-		t.C.OutOfSequence.Add(1)
-		ctx.Port.OutOfSequence.Add(1)
+		t.count(ctx, CntOutOfSequence, 1)
 		if !r.nakSent {
 			r.nakSent = true
 			r.queueNAK(wire.NAKSyndrome(wire.NAKPSNSequenceError), r.ePSN, ctx.now)
@@ -206,8 +206,7 @@ func (r *responder) handle(t *Transport, ctx *Ctx, f *wire.Frame) {
 		t.drop(ctx, DropOutOfSequence)
 		return
 	case d < 0:
-		t.C.Duplicates.Add(1)
-		ctx.Port.Duplicates.Add(1)
+		t.count(ctx, CntDuplicates, 1)
 		r.duplicate(t, ctx, f)
 		return
 	}
@@ -261,20 +260,6 @@ func (r *responder) nakFatal(t *Transport, ctx *Ctx, code wire.NAKCode, psn wire
 	t.enterError(ctx, ae, src, idx)
 }
 
-// rqError completes the current receive WQE with the flush code of ae.
-func (r *responder) rqError(t *Transport, ctx *Ctx, ae uint16) uint32 {
-	idx := t.recv.Consume()
-	var c cq.CQE
-	t.baseCQE(&c)
-	c.Error = true
-	c.Major, c.Minor = cq.MajorFlush, FlushCodeForAE(ae)
-	c.WQEIdx = uint16(idx)
-	c.PayloadLen = uint32(r.cur.off)
-	t.postCQE(ctx, t.recvCQ, &c)
-	r.cur = curMsg{}
-	return idx
-}
-
 // takeWQE peeks the next receive WQE for a message that consumes one. It
 // reports false when the request was answered otherwise: an RNR NAK (no
 // WQE posted, IBTA §9.7.5.2.8) or a fatal error (a malformed WQE).
@@ -301,8 +286,7 @@ func (r *responder) takeWQE(t *Transport, ctx *Ctx, psn wire.PSN) bool {
 		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, ae, cq.AESourceRQ, true)
 		return false
 	}
-	t.C.RQWQEs.Add(1)
-	ctx.Port.RQWQEs.Add(1)
+	t.count(ctx, CntRQWQEs, 1)
 	return true
 }
 
@@ -324,7 +308,7 @@ func (r *responder) onSend(t *Transport, ctx *Ctx, f *wire.Frame) {
 		r.nakFatal(t, ctx, wire.NAKInvalidRequest, psn, AEMsgTooLongForBuffer, cq.AESourceRQ, true)
 		return
 	}
-	if ae := scatter(t, ctx, r.wqe.Fragments(), r.cur.off, p.Payload); ae != 0 {
+	if ae := t.writePayload(ctx, r.wqe.Fragments(), r.cur.off, p.Payload); ae != 0 {
 		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, ae, cq.AESourceRQ, true)
 		return
 	}
@@ -334,27 +318,16 @@ func (r *responder) onSend(t *Transport, ctx *Ctx, f *wire.Frame) {
 		r.ackIfAsked(t, ctx, p, psn)
 		return
 	}
-	var c cq.CQE
-	t.baseCQE(&c)
-	c.PayloadLen = uint32(r.cur.off)
-	c.Op = uint8(op)
-	c.SolEvent = p.BTH.SE()
-	if p.ImmDt != nil {
-		c.Ext, c.ImmValid, c.Imm = true, true, p.ImmDt.Imm()
-	}
 	if p.IETH != nil {
 		// SEND with invalidate: the R_Key goes invalid before the
 		// completion (IBTA §10.6.6.1; rxe invalidate_rkey).
-		rk := p.IETH.RKey()
-		if err := t.dp.MRs.Invalidate(rk, t.pd(), t.q.ID, true); err != nil {
+		if err := t.dp.MRs.Invalidate(p.IETH.RKey(), t.pd(), t.q.ID, true); err != nil {
 			r.nakFatal(t, ctx, wire.NAKInvalidRequest, psn, aeOf(err), cq.AESourceRQ, true)
 			return
 		}
 		t.hw(StatRDMAVInv, 1)
-		c.STagOrIPv4, c.Qword2Low = true, rk
 	}
-	c.WQEIdx = uint16(t.recv.Consume())
-	t.postCQE(ctx, t.recvCQ, &c)
+	t.completeRecv(ctx, p, r.cur.off)
 	r.cur = curMsg{}
 	r.msn = (r.msn + 1) & wire.MSNMask
 	t.hw(StatRDMARxSnds, 1)
@@ -408,14 +381,9 @@ func (r *responder) onWrite(t *Transport, ctx *Ctx, f *wire.Frame) {
 			r.nakFatal(t, ctx, wire.NAKRemoteAccessError, psn, aeOf(err), cq.AESourceInRR, false)
 			return
 		}
-		t.dp.charge(timing.PayloadDMAWrite, int(n))
-		src := p.Payload
-		for _, s := range ctx.spans {
-			if err := t.dp.Mem.Write(s.IOVA, src[:s.Len]); err != nil {
-				r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceInRR, false)
-				return
-			}
-			src = src[s.Len:]
+		if !t.writeSpans(ctx.spans, p.Payload) {
+			r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceInRR, false)
+			return
 		}
 	}
 	r.cur.off += n
@@ -425,14 +393,7 @@ func (r *responder) onWrite(t *Transport, ctx *Ctx, f *wire.Frame) {
 		return
 	}
 	if op.HasImmDt() {
-		var c cq.CQE
-		t.baseCQE(&c)
-		c.PayloadLen = uint32(r.cur.length)
-		c.Op = uint8(op)
-		c.SolEvent = p.BTH.SE()
-		c.Ext, c.ImmValid, c.Imm = true, true, p.ImmDt.Imm()
-		c.WQEIdx = uint16(t.recv.Consume())
-		t.postCQE(ctx, t.recvCQ, &c)
+		t.completeRecv(ctx, p, r.cur.length)
 	}
 	r.cur = curMsg{}
 	r.msn = (r.msn + 1) & wire.MSNMask
@@ -558,19 +519,16 @@ func (r *responder) duplicate(t *Transport, ctx *Ctx, f *wire.Frame) {
 			// its PSN implies, with the same R_Key (rxe find_resource).
 			if p.RETH.RKey() == x.rkey && va == x.va+off && off+length <= x.length {
 				r.push(respItem{kind: itemRead, psn: psn, va: va, rkey: x.rkey, length: length})
-				t.C.ReadReplays.Add(1)
-				ctx.Port.ReadReplays.Add(1)
+				t.count(ctx, CntReadReplays, 1)
 				return
 			}
 		}
 	case wire.OpCompareSwap, wire.OpFetchAdd:
-		t.C.AtomicDuplicates.Add(1)
-		ctx.Port.AtomicDuplicates.Add(1)
+		t.count(ctx, CntAtomicDuplicates, 1)
 		if x := r.find(kindAtomic, psn); x != nil && x.first == psn && !r.full() {
 			// Answered from the saved result, never executed again.
 			r.push(respItem{kind: itemAtomic, psn: psn, orig: x.orig})
-			t.C.AtomicReplays.Add(1)
-			ctx.Port.AtomicReplays.Add(1)
+			t.count(ctx, CntAtomicReplays, 1)
 			return
 		}
 	}
@@ -586,237 +544,4 @@ func (r *responder) find(k entryKind, psn wire.PSN) *resource {
 		}
 	}
 	return nil
-}
-
-// ---- output -----------------------------------------------------------------
-
-// flushOut sends the queued responses in order: READ responses up to
-// RespBurst packets per visit, ACKs when due.
-func (r *responder) flushOut(t *Transport, ctx *Ctx) bool {
-	did := false
-	budget := t.dp.Tun.RespBurst
-	for r.outN > 0 && t.q.State() != StateError {
-		it := &r.out[r.outHead]
-		switch it.kind {
-		case itemAck:
-			if it.due > ctx.now {
-				r.ackT.arm(t.dp.Clock, ctx.now, it.due-ctx.now)
-				return did
-			}
-			if !r.sendAck(t, ctx, it.syn, it.psn) {
-				return did
-			}
-			r.ackT.disarm()
-		case itemAtomic:
-			if !r.sendAtomicAck(t, ctx, it) {
-				return did
-			}
-		case itemRead:
-			for !it.sent || it.off < it.length {
-				if budget <= 0 {
-					return did
-				}
-				if !r.sendReadResponse(t, ctx, it) {
-					return did
-				}
-				did = true
-				budget--
-			}
-			r.reads--
-		}
-		did = true
-		r.outHead = (r.outHead + 1) % len(r.out)
-		r.outN--
-	}
-	return did
-}
-
-// responseFrame takes a packet and prepares the framing to the peer.
-func (r *responder) responseFrame(t *Transport, ctx *Ctx) *link.Packet {
-	p := t.newPacket(ctx)
-	if p == nil {
-		return nil
-	}
-	if !t.rcFrame(ctx) {
-		p.Release()
-		return nil
-	}
-	ctx.pf = wire.PacketFields{}
-	return p
-}
-
-// sendAck sends an ACKNOWLEDGE with syndrome syn for psn (AETH with the
-// MSN; rxe send_ack). NAKs and RNR NAKs are counted by kind.
-func (r *responder) sendAck(t *Transport, ctx *Ctx, syn wire.Syndrome, psn wire.PSN) bool {
-	p := r.responseFrame(t, ctx)
-	if p == nil {
-		return false
-	}
-	ctx.pf.BTH = wire.BTHFields{Opcode: wire.RCAcknowledge, PKey: t.pkey(), DestQP: t.attrs.DestQP, PSN: psn}
-	ctx.pf.AETH = wire.AETHFields{Syndrome: syn, MSN: r.msn}
-	if !t.encode(ctx, p, 0) {
-		return false
-	}
-	if syn.IsACK() {
-		t.C.AcksSent.Add(1)
-		ctx.Port.AcksSent.Add(1)
-	} else {
-		k := nakKindOf(syn)
-		t.C.NAKsSent[k].Add(1)
-		ctx.Port.NAKsSent[k].Add(1)
-	}
-	t.transmit(ctx, p)
-	return true
-}
-
-// sendAtomicAck sends an ATOMIC ACKNOWLEDGE with the original value.
-func (r *responder) sendAtomicAck(t *Transport, ctx *Ctx, it *respItem) bool {
-	p := r.responseFrame(t, ctx)
-	if p == nil {
-		return false
-	}
-	ctx.pf.BTH = wire.BTHFields{Opcode: wire.RCAtomicAcknowledge, PKey: t.pkey(), DestQP: t.attrs.DestQP, PSN: it.psn}
-	ctx.pf.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: r.msn}
-	ctx.pf.AtomicAckETH = wire.AtomicAckETHFields{OrigRemoteData: it.orig}
-	if !t.encode(ctx, p, 0) {
-		return false
-	}
-	t.transmit(ctx, p)
-	return true
-}
-
-// sendReadResponse sends the next READ response packet of it: FIRST,
-// MIDDLE…, LAST or ONLY, PSNs from the request's, AETH on all but the
-// middle ones, the R_Key checked again for every packet (rxe read_reply).
-func (r *responder) sendReadResponse(t *Transport, ctx *Ctx, it *respItem) bool {
-	mtu := uint64(t.mtu)
-	n := min(mtu, it.length-it.off)
-	var op wire.Opcode
-	switch {
-	case it.length <= mtu:
-		op = wire.RCRDMAReadResponseOnly
-	case it.off == 0:
-		op = wire.RCRDMAReadResponseFirst
-	case it.off+n == it.length:
-		op = wire.RCRDMAReadResponseLast
-	default:
-		op = wire.RCRDMAReadResponseMiddle
-	}
-	psn := it.psn.Add(uint32(it.off / mtu))
-	if n > 0 {
-		var err error
-		ctx.spans, err = t.dp.MRs.Translate(it.rkey, t.pd(), t.q.ID, it.va+it.off, n, mr.AccessRemoteRead, true, ctx.spans[:0])
-		if err != nil {
-			r.nakFatal(t, ctx, wire.NAKRemoteAccessError, psn, aeOf(err), cq.AESourceOutRR, false)
-			return false
-		}
-	}
-	p := r.responseFrame(t, ctx)
-	if p == nil {
-		return false
-	}
-	ctx.pf.BTH = wire.BTHFields{Opcode: op, PKey: t.pkey(), DestQP: t.attrs.DestQP, PSN: psn}
-	ctx.pf.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsInvalid), MSN: r.msn}
-	if !t.encode(ctx, p, int(n)) {
-		return false
-	}
-	if n > 0 {
-		// The spans were translated before the packet was taken; ctx.spans
-		// is unchanged since.
-		t.dp.charge(timing.PayloadDMARead, int(n))
-		dst := ctx.frame.Packet.Payload
-		for _, s := range ctx.spans {
-			if err := t.dp.Mem.Read(s.IOVA, dst[:s.Len]); err != nil {
-				p.Release()
-				r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceOutRR, false)
-				return false
-			}
-			dst = dst[s.Len:]
-		}
-	}
-	t.transmit(ctx, p)
-	it.off += n
-	it.sent = true
-	return true
-}
-
-// ---- UD -------------------------------------------------------------------------
-
-// udGRHSize is the 40-byte area at the head of a UD receive buffer (IBTA
-// §11.4.1.1): rxe and irdma put the IPv6 header there, or 20 zero bytes and
-// the IPv4 header (rxe_resp.c; docs/roce.md "rxe as responder").
-const udGRHSize = 40
-
-// handleUD delivers a UD datagram into the next receive WQE.
-func (r *responder) handleUD(t *Transport, ctx *Ctx, f *wire.Frame) {
-	p := &f.Packet
-	if p.Opcode().Transport() != wire.TransportUD {
-		t.drop(ctx, DropTransport)
-		return
-	}
-	ok, err := t.recv.Peek(t.dp.Mem, t.dp.Meter, t.dp.limits, &r.wqe)
-	if err != nil {
-		t.enterError(ctx, AELCEQPCatastrophic, cq.AESourceRQ, t.recv.State().Cons)
-		return
-	}
-	if !ok {
-		t.drop(ctx, DropNoRecvWQE) // UD has no RNR: the datagram is lost
-		return
-	}
-	if !r.wqe.OK() {
-		ae := AEWQEInvalidFragData
-		for _, v := range r.wqe.Violations() {
-			if re := v.Code.Reaction(); re.AE != 0 {
-				ae = re.AE
-				break
-			}
-		}
-		idx := r.rqError(t, ctx, ae)
-		t.enterError(ctx, ae, cq.AESourceRQ, idx)
-		return
-	}
-	n := len(p.Payload)
-	if uint64(udGRHSize+n) > r.wqe.TotalLen {
-		t.drop(ctx, DropUDTooLong)
-		return
-	}
-	var grh [udGRHSize]byte
-	if f.IPv4 != nil {
-		copy(grh[20:], f.IPv4[:min(len(f.IPv4), 20)])
-	} else {
-		copy(grh[:], f.IPv6)
-	}
-	frags := r.wqe.Fragments()
-	if ae := scatter(t, ctx, frags, 0, grh[:]); ae != 0 {
-		idx := r.rqError(t, ctx, ae)
-		t.enterError(ctx, ae, cq.AESourceRQ, idx)
-		return
-	}
-	if ae := scatter(t, ctx, frags, udGRHSize, p.Payload); ae != 0 {
-		idx := r.rqError(t, ctx, ae)
-		t.enterError(ctx, ae, cq.AESourceRQ, idx)
-		return
-	}
-	t.C.RQWQEs.Add(1)
-	ctx.Port.RQWQEs.Add(1)
-	var c cq.CQE
-	t.baseCQE(&c)
-	c.PayloadLen = uint32(udGRHSize + n)
-	c.Op = uint8(p.Opcode())
-	c.SolEvent = p.BTH.SE()
-	c.Qword2Low = p.DETH.SrcQP() // IRDMACQ_UDSRCQPN
-	c.STagOrIPv4 = f.IPv4 != nil // IRDMACQ_IPV4
-	c.Ext = true
-	if f.Ethernet != nil {
-		c.SMAC, c.SMACValid = [6]byte(f.Ethernet.Src()), true
-	}
-	if f.VLAN != nil {
-		c.VLAN, c.VLANValid = f.VLAN.TCI(), true
-	}
-	if p.ImmDt != nil {
-		c.ImmValid, c.Imm = true, p.ImmDt.Imm()
-	}
-	c.WQEIdx = uint16(t.recv.Consume())
-	t.postCQE(ctx, t.recvCQ, &c)
-	t.hw(StatRDMARxSnds, 1)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/cq"
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
 	"github.com/irdma-emu/irdma-emu/emu/link"
-	"github.com/irdma-emu/irdma-emu/emu/timing"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
 
@@ -18,7 +17,7 @@ import (
 const (
 	claimFree    = 0
 	claimWorker  = 1 // a worker runs the QP
-	claimControl = 2 // the control plane holds it (EngineHook)
+	claimControl = 2 // the control plane holds it (hook.go)
 )
 
 // Event bits a clock callback or a doorbell sets for the worker.
@@ -35,7 +34,7 @@ const (
 // worker the QP hashes to; at most one goroutine runs it at a time, which
 // the claim word guarantees without a lock: a worker takes it with a CAS
 // from free to worker for one Run, the control plane (MODIFY_QP,
-// FLUSH_WQES, DESTROY_QP through EngineHook) from free to control for the
+// FLUSH_WQES, DESTROY_QP, hook.go) from free to control for the
 // duration of its change, waiting for a Run in progress to end. A worker
 // that finds the QP held by the control plane skips it; EndControl wakes it
 // again.
@@ -43,15 +42,12 @@ const (
 // Everything below the "worker-owned" line is touched only under the
 // claim; the atomics above it are shared.
 type Transport struct {
-	// Owner is the engine's per-QP record (its scheduling state); set once
-	// before the Transport is published.
-	Owner any
 	// C counts what this QP's data plane did.
 	C Counters
 
 	q     *QP
 	dp    *DataPlane
-	wake  func()
+	sched Scheduler
 	claim atomic.Uint32
 	ev    atomic.Uint32
 	dead  atomic.Bool
@@ -85,10 +81,27 @@ type Transport struct {
 	works     uint64
 }
 
-// NewTransport returns the data plane of q. wake schedules the Transport on
-// its worker (the engine's ready queue); it must not block.
-func NewTransport(q *QP, dp *DataPlane, wake func()) *Transport {
-	t := &Transport{q: q, dp: dp, wake: wake}
+// Scheduler is what runs a Transport: the engine's per-QP record. Wake
+// queues the QP on its worker (at most once) and must not block; String
+// describes its scheduling state for diagnostics (Engine.Debug).
+type Scheduler interface {
+	Wake()
+	String() string
+}
+
+// WakeFunc is a Scheduler that calls itself on Wake (tests, stepped
+// drivers that run the Transport by hand).
+type WakeFunc func()
+
+// Wake implements Scheduler.
+func (f WakeFunc) Wake() { f() }
+
+func (f WakeFunc) String() string { return "wake func" }
+
+// NewTransport returns the data plane of q; s schedules it on its worker
+// (the engine's ready queue).
+func NewTransport(q *QP, dp *DataPlane, s Scheduler) *Transport {
+	t := &Transport{q: q, dp: dp, sched: s}
 	sq, rq := q.SQ(), q.RQ()
 	t.shadow = q.Shadow()
 	t.req.init(sq)
@@ -104,21 +117,28 @@ func NewTransport(q *QP, dp *DataPlane, wake func()) *Transport {
 // QP returns the QP.
 func (t *Transport) QP() *QP { return t.q }
 
+// Scheduler returns what runs the Transport.
+func (t *Transport) Scheduler() Scheduler { return t.sched }
+
+// Wake schedules the Transport on its worker.
+func (t *Transport) Wake() { t.sched.Wake() }
+
 // signal records an event and wakes the worker (clock callbacks).
 func (t *Transport) signal(ev uint32) {
 	if t.dead.Load() {
 		return
 	}
 	t.ev.Or(ev)
-	t.wake()
+	t.sched.Wake()
 }
 
 // Doorbell records a doorbell hint (WQEALLOC, a doorbell page) and wakes the
 // worker.
 func (t *Transport) Doorbell() { t.signal(evDoorbell) }
 
-// Deliver queues a received packet for the QP (the port's receive path).
-// It returns false, leaving the packet with the caller to drop and count,
+// Deliver queues a received packet for the QP (the port's receive path),
+// parsed into p.Frame by the gate; the QP reads it from there. It returns
+// false, leaving the packet with the caller to drop and count,
 // when the inbox is full or the QP is gone.
 func (t *Transport) Deliver(p *link.Packet) bool {
 	if t.dead.Load() {
@@ -157,7 +177,7 @@ func (t *Transport) TryClaim() bool { return t.claim.CompareAndSwap(claimFree, c
 // Unclaim releases the claim TryClaim took.
 func (t *Transport) Unclaim() { t.claim.Store(claimFree) }
 
-// BeginControl implements EngineHook: wait for a Run in progress to end,
+// BeginControl brackets a control-plane change (hook.go): wait for a Run in progress to end,
 // keep workers off, and hand the consumer indices to the QP.
 func (t *Transport) BeginControl() {
 	for !t.claim.CompareAndSwap(claimFree, claimControl) {
@@ -171,7 +191,7 @@ func (t *Transport) BeginControl() {
 	}
 }
 
-// EndControl implements EngineHook.
+// EndControl ends the bracket BeginControl opened.
 func (t *Transport) EndControl(destroyed bool) {
 	if destroyed {
 		t.dead.Store(true)
@@ -189,7 +209,7 @@ func (t *Transport) EndControl(destroyed bool) {
 		}
 	}
 	t.claim.Store(claimFree)
-	t.wake()
+	t.sched.Wake()
 }
 
 // HasWork reports, without running the QP, whether a Run would find
@@ -232,120 +252,6 @@ func (t *Transport) LastWork() time.Duration { return t.lastWork }
 // Works counts the Runs that did something (under the claim; the worker
 // compares it around a Run to tell progress from a spurious wake-up).
 func (t *Transport) Works() uint64 { return t.works }
-
-// Run processes what the QP has: expired timers, received packets (up to
-// RxBurst), responses to send, and the SQ (up to TxBurst packets). The
-// caller holds the claim (TryClaim). It reports whether more work remains,
-// in which case the worker schedules the QP again after the others.
-func (t *Transport) Run(ctx *Ctx) (more bool) {
-	ctx.now = t.dp.Clock.Now()
-	did := false
-	defer func() {
-		if did {
-			t.lastWork = ctx.now
-			t.works++
-		}
-	}()
-	if t.dead.Load() || t.dp.QPs != nil && t.dp.QPs.Get(t.q.ID) != t.q {
-		t.dead.Store(true)
-		t.stopTimers()
-		t.drainInbox(DropUnknownQPN)
-		return false
-	}
-	if g := t.q.Gen(); g != t.gen {
-		t.refresh(g)
-	}
-	st := t.q.State()
-	t.transition(st)
-	if st == StateError || st == StateInvalid || st == StateTerminate {
-		t.stopTimers()
-		did = t.drainInbox(DropQPState)
-		return false
-	}
-	// Received packets first, in order, while the responder is not busy
-	// sending READ responses (responses go out in PSN order, so later
-	// requests wait behind them, as in rxe).
-	in := t.inbox.Load()
-	if in != nil {
-		for i := 0; i < t.dp.Tun.RxBurst && t.q.State() != StateError; i++ {
-			if t.resp.blocked() {
-				break
-			}
-			p := in.Pop()
-			if p == nil {
-				break
-			}
-			did = true
-			t.receive(ctx, p)
-		}
-	}
-	if t.q.State() == StateError {
-		t.stopTimers()
-		t.drainInbox(DropQPState)
-		return false
-	}
-	// Then the timers, but only once everything that arrived has been
-	// seen: an ACK waiting in the inbox while the worker was late must
-	// not lose to the retransmission timer it would have stopped.
-	if in == nil || in.Len() == 0 || t.resp.blocked() {
-		if ev := t.ev.Swap(0); ev != 0 {
-			did = true
-			t.onEvents(ctx, ev)
-		}
-		if t.req.rto.due(ctx.now) {
-			did = true
-			t.req.onRTO(t, ctx)
-		}
-		if t.req.rnr.due(ctx.now) {
-			did = true
-			t.req.onRNRTimer(t, ctx)
-		}
-		if t.q.State() == StateError {
-			return false
-		}
-	}
-	if t.resp.flushOut(t, ctx) {
-		did = true
-	}
-	if t.q.State() == StateError {
-		return false
-	}
-	if t.req.run(t, ctx) {
-		did = true
-	}
-	if t.q.State() == StateError {
-		return false
-	}
-	if in != nil && in.Len() > 0 && !t.resp.blocked() || t.ev.Load() != 0 {
-		more = true
-	}
-	if t.stalled {
-		// Out of packet buffers: the stall timer brings the QP back.
-		t.stalled = false
-		return false
-	}
-	return more || t.resp.sendable(ctx.now) || t.req.more
-}
-
-// onEvents handles the event bits.
-func (t *Transport) onEvents(ctx *Ctx, ev uint32) {
-	clk := t.dp.Clock
-	if ev&evRTO != 0 && t.req.rto.fired(clk, ctx.now) {
-		t.req.onRTO(t, ctx)
-	}
-	if ev&evRNR != 0 && t.req.rnr.fired(clk, ctx.now) {
-		t.req.onRNRTimer(t, ctx)
-	}
-	if ev&evAck != 0 {
-		t.resp.ackT.fired(clk, ctx.now)
-	}
-	if ev&evStall != 0 {
-		t.stall.fired(clk, ctx.now)
-	}
-	if ev&evDoorbell != 0 {
-		t.dp.charge(timing.Doorbell, 0)
-	}
-}
 
 // refresh re-reads the context cache after CREATE/MODIFY_QP.
 func (t *Transport) refresh(g uint64) {
@@ -445,260 +351,6 @@ func (t *Transport) pd() uint32 { return t.attrs.PD }
 
 // isUD reports a UD QP.
 func (t *Transport) isUD() bool { return t.q.Type == TypeRoCEUD }
-
-// ---- packets -------------------------------------------------------------
-
-// newPacket takes a packet buffer; nil when the pool is exhausted (the
-// caller stops and the stall timer retries).
-func (t *Transport) newPacket(ctx *Ctx) *link.Packet {
-	p := ctx.Pool.Get()
-	if p == nil {
-		t.stalled = true
-		t.C.TxStalls.Add(1)
-		ctx.Port.TxStalls.Add(1)
-		if !t.stall.armed {
-			t.stall.arm(t.dp.Clock, ctx.now, 20*time.Microsecond)
-		}
-	}
-	return p
-}
-
-// rcFrame prepares ctx.ff for a packet to the connected peer; false (and
-// the QP in error) when the destination MAC cannot be resolved.
-func (t *Transport) rcFrame(ctx *Ctx) bool {
-	mac, ok := t.dp.AHs.ARP(uint32(t.attrs.ARPIdx))
-	if !ok {
-		t.sqFatal(ctx, nil, AEInvalidARPEntry)
-		return false
-	}
-	ctx.ff = t.ff
-	ctx.ff.Dst = mac
-	ctx.ff.Src = t.srcMAC
-	if ctx.ff.Src == (wire.MAC{}) {
-		ctx.ff.Src = ctx.MAC
-	}
-	if t.hasVLAN {
-		ctx.vlan = t.vlan
-		ctx.ff.VLAN = &ctx.vlan
-	}
-	return true
-}
-
-// encode builds the frame of ctx.ff and ctx.pf into p with room for n
-// payload bytes; the payload goes into ctx.frame.Packet.Payload.
-func (t *Transport) encode(ctx *Ctx, p *link.Packet, n int) bool {
-	m, err := wire.EncodeFrame(p.Buf(), &ctx.ff, &ctx.pf, n, &ctx.frame)
-	if err != nil {
-		p.Release()
-		t.sqFatal(ctx, nil, AELCEQPCatastrophic)
-		return false
-	}
-	p.Data = p.Buf()[:m]
-	return true
-}
-
-// transmit seals the frame in ctx.frame and hands p to the worker.
-func (t *Transport) transmit(ctx *Ctx, p *link.Packet) {
-	f := &ctx.frame
-	f.Seal()
-	n := len(f.Packet.Raw)
-	t.dp.charge(timing.PacketBuild, n)
-	t.dp.charge(timing.Serialise, n)
-	t.C.TxPackets.Add(1)
-	t.C.TxBytes.Add(uint64(n))
-	ctx.Port.TxPackets.Add(1)
-	ctx.Port.TxBytes.Add(uint64(n))
-	ipLen := uint64(len(p.Data) - wire.EthernetSize)
-	if f.VLAN != nil {
-		ipLen -= wire.VLANSize
-	}
-	if f.IPv4 != nil {
-		t.hw(StatIP4TxPkts, 1)
-		t.hw(StatIP4TxOcts, ipLen)
-	} else {
-		t.hw(StatIP6TxPkts, 1)
-		t.hw(StatIP6TxOcts, ipLen)
-	}
-	t.hw(StatUDPTxPkts, 1)
-	ctx.Send(p)
-}
-
-// countRxIP adds a received frame to the IP/UDP counters of the QP's
-// statistics instance, the block GATHER_STATS reports to the driver (the
-// port counted it into the function's block before demultiplexing, when
-// the QP was not known yet).
-func (t *Transport) countRxIP(f *wire.Frame, p *link.Packet) {
-	if t.stats == nil {
-		return
-	}
-	ipLen := uint64(len(p.Data) - wire.EthernetSize)
-	if f.VLAN != nil {
-		ipLen -= wire.VLANSize
-	}
-	if f.IPv4 != nil {
-		t.stats.Add(StatIP4RxPkts, 1)
-		t.stats.Add(StatIP4RxOcts, ipLen)
-	} else {
-		t.stats.Add(StatIP6RxPkts, 1)
-		t.stats.Add(StatIP6RxOcts, ipLen)
-	}
-	t.stats.Add(StatUDPRxPkts, 1)
-}
-
-// hw adds to a hardware counter of the function and of the QP's stats
-// instance (GATHER_STATS reports them, irdma hw_stats).
-func (t *Transport) hw(s HWStat, n uint64) {
-	if t.dp.Stats != nil {
-		t.dp.Stats.Function.Add(s, n)
-	}
-	if t.stats != nil {
-		t.stats.Add(s, n)
-	}
-}
-
-// ---- receive -----------------------------------------------------------
-
-// receive runs the per-QP checks of rxe's hdr_check / check_addr
-// (docs/roce.md "rxe receive checks", 8–11) and hands the packet to the
-// responder or the completer. The packet is released here.
-func (t *Transport) receive(ctx *Ctx, p *link.Packet) {
-	defer p.Release()
-	f := &ctx.rx
-	if err := wire.ParseFrame(p.Data, f); err != nil {
-		t.drop(ctx, DropParse)
-		return
-	}
-	op := f.Packet.Opcode()
-	st := t.q.State()
-	req := op.IsRequest()
-	// State: requests need the responder side ready (RTR, RTS, SQD),
-	// responses the requester side (RTS, SQD). rxe check_type_state.
-	switch {
-	case req && st != StateRTR && st != StateRTS && st != StateClosing:
-		t.drop(ctx, DropQPState)
-		return
-	case !req && st != StateRTS && st != StateClosing:
-		t.drop(ctx, DropQPState)
-		return
-	}
-	if !t.pkeyOK(f.Packet.BTH.PKey()) {
-		t.drop(ctx, DropPKey)
-		return
-	}
-	if !t.isUD() {
-		// rxe check_addr: the packet must come from the QP's peer to the
-		// QP's own address.
-		src, dst := f.Src().Addr().Unmap(), f.Dst().Addr().Unmap()
-		if src != t.destIP.Unmap() || dst != t.localIP.Unmap() {
-			t.drop(ctx, DropAddress)
-			return
-		}
-	} else if f.Packet.DETH != nil {
-		// IBTA C10-116 / rxe check_keys: the Q_Key must be the QP's, or
-		// the GSI Q_Key on QP1.
-		want := t.attrs.QKey
-		if t.attrs.IsQP1 || t.q.ID == 1 {
-			want = wire.GSIQKey
-		}
-		if f.Packet.DETH.QKey() != want {
-			t.drop(ctx, DropQKey)
-			return
-		}
-	}
-	n := len(f.Packet.Raw)
-	t.C.RxPackets.Add(1)
-	t.C.RxBytes.Add(uint64(n))
-	ctx.Port.RxPackets.Add(1)
-	ctx.Port.RxBytes.Add(uint64(n))
-	t.countRxIP(f, p)
-	if req {
-		t.resp.handle(t, ctx, f)
-	} else {
-		t.req.handleResponse(t, ctx, f)
-	}
-}
-
-// pkeyOK is the IBTA P_Key match (§10.9.3): the low 15 bits equal and at
-// least one of the two a full member. rxe check_keys compares with the
-// port's table; a GEN_2 QP carries one P_Key (0xFFFF from irdma).
-func (t *Transport) pkeyOK(k uint16) bool {
-	mine := t.attrs.PKey
-	if mine == 0 {
-		mine = wire.DefaultPKey
-	}
-	return k&0x7fff == mine&0x7fff && (k|mine)&0x8000 != 0
-}
-
-func (t *Transport) drop(ctx *Ctx, r DropReason) {
-	t.C.Drops[r].Add(1)
-	ctx.Port.Drops[r].Add(1)
-}
-
-// ---- completions and errors --------------------------------------------
-
-// postCQE writes e to c and counts it. A full CQ is the CQ's affair: it
-// raised CQ_OPERATION_ERROR (emu/cq).
-func (t *Transport) postCQE(ctx *Ctx, c *cq.CQ, e *cq.CQE) {
-	if c == nil {
-		return
-	}
-	if err := c.Post(e); err != nil {
-		return
-	}
-	t.C.CQEs.Add(1)
-	ctx.Port.CQEs.Add(1)
-}
-
-// baseCQE fills the fields every CQE of this QP carries.
-func (t *Transport) baseCQE(e *cq.CQE) {
-	e.QPCtx = t.attrs.CompletionCtx
-	e.SetQPID(t.q.ID)
-}
-
-// enterError raises ae and moves the QP to ERROR, handing the consumer
-// indices to the QP so that the driver's FLUSH_WQES finds the WQEs not yet
-// completed (docs/hw-datapath.md "Flush generation": the hardware raises the
-// AE; irdma's irdma_process_aeq then modifies the QP to ERROR and flushes).
-func (t *Transport) enterError(ctx *Ctx, ae uint16, src uint8, wqeIdx uint32) {
-	if t.q.State() == StateError {
-		return
-	}
-	t.C.FatalErrors.Add(1)
-	ctx.Port.FatalErrors.Add(1)
-	t.q.EnterError(t.req.handback(), t.recv.State())
-	t.state = StateError
-	t.stopTimers()
-	t.resp.reset()
-	if t.dp.Events != nil {
-		_ = t.dp.Events.PostAE(cq.AEQE{
-			Ctx: t.attrs.CompletionCtx, ID: t.q.ID, WQEIdx: uint16(wqeIdx), Code: ae,
-			Source: src, State: uint8(StateError),
-		})
-	}
-}
-
-// sqFatal fails the SQ: the error CQE of e (when given) with the flush
-// code of ae, the AE with the SQ as source, ERROR.
-func (t *Transport) sqFatal(ctx *Ctx, e *sqEntry, ae uint16) {
-	if t.q.State() == StateError {
-		return
-	}
-	idx := t.req.fetch.Cons
-	if e != nil {
-		// WQEs completed before it retire first, in order.
-		t.req.retire(t, ctx)
-		idx = e.idx
-		var c cq.CQE
-		t.baseCQE(&c)
-		c.SQ, c.Error = true, true
-		c.Op = uint8(e.op)
-		c.WQEIdx = uint16(e.idx)
-		c.Major, c.Minor = cq.MajorFlush, FlushCodeForAE(ae)
-		t.postCQE(ctx, t.sendCQ, &c)
-		t.req.retireErrored(e)
-	}
-	t.enterError(ctx, ae, cq.AESourceSQ, idx)
-}
 
 // Debug describes the transport's state for diagnostics. It takes the
 // claim (waiting for a run in progress).
