@@ -174,13 +174,15 @@ type simRow struct {
 	Events      uint64               `json:"events"`
 	WallSeconds float64              `json:"wall_seconds"`
 	WallSpeed   float64              `json:"wall_sim_seconds_per_second"`
+	WallCPU     float64              `json:"wall_cpu_seconds"`
+	WallCPUSpd  float64              `json:"wall_sim_seconds_per_cpu_second"`
 }
 
 func simJSON(r *sim.Result) simRow {
 	row := simRow{Verb: r.Verb, Lat: r.Lat, Size: r.Size, QPs: r.QPs, Iters: r.Iters, MTU: r.MTU,
 		Gbps: round(r.Gbps, 4), Mpps: round(r.Mpps, 6), SimSeconds: float64(r.SimTime) / float64(timing.Second),
 		Retransmits: r.Retransmits, Lost: r.Lost, Timeouts: r.Timeouts, Events: r.Events,
-		WallSeconds: r.Wall.Seconds(), WallSpeed: r.SimPerWall()}
+		WallSeconds: r.Wall.Seconds(), WallSpeed: r.SimPerWall(), WallCPU: r.CPU.Seconds(), WallCPUSpd: r.SimPerCPU()}
 	if r.Lat {
 		row.LatUs, row.LatMinUs, row.LatMaxUs, row.LatAvgUs = round(r.LatTypical, 4), round(r.LatMin, 4), round(r.LatMax, 4), round(r.LatAvg, 4)
 		row.BreakdownUs = map[string]float64{}
@@ -252,11 +254,12 @@ func printSim(w io.Writer, o *simOptions, rs []sim.Result) {
 		fmt.Fprintf(w, "   %-14s %8.1f%% %8.1f%%\n", sim.Resource(i), 100*last.Util[0][i], 100*last.Util[1][i])
 	}
 	var simT timing.Ps
-	var wall time.Duration
+	var wall, cpu time.Duration
 	var ev uint64
 	for _, r := range rs {
 		simT += r.SimTime
 		wall += r.Wall
+		cpu += r.CPU
 		ev += r.Events
 	}
 	fmt.Fprintf(w, " Modelled time %.6f s, %d events; lost %d frames, %d retransmits\n",
@@ -265,7 +268,12 @@ func printSim(w io.Writer, o *simOptions, rs []sim.Result) {
 	if wall > 0 {
 		speed = float64(simT) / float64(timing.Second) / wall.Seconds()
 	}
-	fmt.Fprintf(w, " wall_seconds %.3f  wall_sim_seconds_per_second %.4f (the simulator's speed)\n", wall.Seconds(), speed)
+	cspeed := 0.0
+	if cpu > 0 {
+		cspeed = float64(simT) / float64(timing.Second) / cpu.Seconds()
+	}
+	fmt.Fprintf(w, " wall_seconds %.3f  wall_sim_seconds_per_second %.4f  wall_cpu_seconds %.3f  wall_sim_seconds_per_cpu_second %.4f (the simulator's speed)\n",
+		wall.Seconds(), speed, cpu.Seconds(), cspeed)
 	fmt.Fprint(w, resultLine)
 }
 

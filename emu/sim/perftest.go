@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/irdma-emu/irdma-emu/driver"
 	"github.com/irdma-emu/irdma-emu/driver/uk"
 	"github.com/irdma-emu/irdma-emu/emu/timing"
@@ -71,14 +73,24 @@ type Result struct {
 	// the links dropped.
 	Retransmits, Lost, Timeouts, NAKs uint64
 	Events                            uint64
-	// Wall is the wall-clock time the measurement took to simulate.
-	Wall time.Duration
+	// Wall is the wall-clock time the measurement took to simulate, CPU
+	// the process's CPU time meanwhile (on a loaded machine the speed per
+	// CPU second is the steadier figure).
+	Wall, CPU time.Duration
 }
 
 // Span is a part of a latency.
 type Span struct {
 	Name string
 	Ps   timing.Ps
+}
+
+// SimPerCPU is modelled seconds per second of the process's CPU time.
+func (r *Result) SimPerCPU() float64 {
+	if r.CPU <= 0 {
+		return 0
+	}
+	return float64(r.SimTime) / float64(timing.Second) / r.CPU.Seconds()
 }
 
 // SimPerWall is the simulator's speed: modelled seconds per wall second.
@@ -239,10 +251,20 @@ type measure struct {
 	stats [2]struct{ retx, lost, timeouts, naks uint64 }
 	ev    uint64
 	wall  time.Time
+	cpu   time.Duration
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (w *Sim) begin() *measure {
-	m := &measure{w: w, start: w.loop.now, ev: w.loop.fired, wall: time.Now()}
+	m := &measure{w: w, start: w.loop.now, ev: w.loop.fired, wall: time.Now(), cpu: cpuTime()}
 	for _, n := range w.nodes {
 		var u [NumResources]timing.Ps
 		for i := range u {
@@ -262,6 +284,7 @@ func (w *Sim) begin() *measure {
 func (m *measure) end(r *Result, end timing.Ps) {
 	w := m.w
 	r.Wall = time.Since(m.wall)
+	r.CPU = cpuTime() - m.cpu
 	r.SimTime = end - m.start
 	r.Events = w.loop.fired - m.ev
 	for i, n := range w.nodes {

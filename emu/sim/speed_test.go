@@ -12,6 +12,7 @@ func BenchmarkWrite64K(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(rs[0].SimPerWall(), "sim-s/wall-s")
+		b.ReportMetric(rs[0].SimPerCPU(), "sim-s/cpu-s")
 		b.ReportMetric(rs[0].Gbps, "Gb/s")
 	}
 }
