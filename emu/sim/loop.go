@@ -93,6 +93,16 @@ func (l *Loop) atLocked(e *Event, t timing.Ps) {
 	heap.Push(&l.events, e)
 }
 
+// AtEarliest schedules e at t unless it is already pending at or before t
+// (a wake-up that several conditions may ask for: the earliest wins).
+func (l *Loop) AtEarliest(e *Event, t timing.Ps) {
+	l.mu.Lock()
+	if e.idx < 0 || max(t, l.now) < e.at {
+		l.atLocked(e, t)
+	}
+	l.mu.Unlock()
+}
+
 // Cancel unschedules e and reports whether it was pending.
 func (l *Loop) Cancel(e *Event) bool {
 	l.mu.Lock()

@@ -205,7 +205,7 @@ func (q *QPModel) doorbell() {
 		b.readyAt = end
 		n.s.tr.span(n.idx, trackDoorbell, "wqe-fetch", now, end, q.QPN)
 		_ = start
-		n.s.loop.At(&q.pump, end)
+		n.s.loop.AtEarliest(&q.pump, end)
 	}
 	if q.doorbells.len() > 0 {
 		n.s.loop.At(&q.dbEv, q.doorbells.front())
@@ -290,7 +290,7 @@ func (q *QPModel) run() {
 				b := &q.batches[q.bhead]
 				if b.readyAt > now {
 					if b.readyAt != math.MaxInt64 {
-						n.s.loop.At(&q.pump, b.readyAt)
+						n.s.loop.AtEarliest(&q.pump, b.readyAt)
 					}
 					return // wait for the fetch (or its doorbell)
 				}
@@ -316,11 +316,11 @@ func (q *QPModel) run() {
 				n.tags.pop()
 			}
 			if q.reads.len() >= p.QPReadRequests {
-				n.s.loop.At(&q.pump, q.reads.front())
+				n.s.loop.AtEarliest(&q.pump, q.reads.front())
 				return
 			}
 			if n.tags.len() >= p.DeviceReadTags {
-				n.s.loop.At(&q.pump, n.tags.front())
+				n.s.loop.AtEarliest(&q.pump, n.tags.front())
 				return
 			}
 			sz := min(f.read, p.MaxReadRequest)
@@ -340,12 +340,7 @@ func (q *QPModel) run() {
 }
 
 // kick makes the transmit scheduler look again at t.
-func (n *NIC) kick(t timing.Ps) {
-	if at, ok := n.sched.Pending(); ok && at <= t {
-		return
-	}
-	n.s.loop.At(&n.sched, t)
-}
+func (n *NIC) kick(t timing.Ps) { n.s.loop.AtEarliest(&n.sched, t) }
 
 // schedule is the transmit scheduler: when the packet engine is free it
 // takes the next packet, round robin over the QPs whose oldest packet has
