@@ -171,7 +171,13 @@ func (s *perfSession) model(size int, bytes, msgs float64, local, remote *stageD
 	}
 	_, div := s.bwUnit()
 	bps := r.Gbps * 1e9 / 8
-	return fmt.Sprintf("%-7.2f            %-7.6f", bps/div, r.Mpps), fmt.Sprintf("%s (%.0f%% busy)", name, 100*busy)
+	bottle := fmt.Sprintf("%s (%.0f%% busy)", name, 100*busy)
+	if busy < 0.9 {
+		// No resource is saturated: the QPs' windows (read slots, depth)
+		// bound the rate (Little's law, docs/timing.md "Calibration").
+		bottle = fmt.Sprintf("QP windows (busiest: %s %.0f%%)", name, 100*busy)
+	}
+	return fmt.Sprintf("%-7.2f            %-7.6f", bps/div, r.Mpps), bottle
 }
 
 // printModel prints the modelled E810 table.
