@@ -341,7 +341,8 @@ func (e *Endpoint) postSend(sc *Scenario, peer *Endpoint, k int, size int, inlin
 		}
 		e.wrs = append(e.wrs, wr)
 	}
-	_, end := e.host().Serve(now, timing.Ps(k)*e.Node.s.p.HostPost, 0)
+	start, end := e.host().Serve(now, timing.Ps(k)*e.Node.s.p.HostPost, 0)
+	e.Node.s.tr.span(e.Node.Idx, trackHost, "post", start, end, e.QP.ID())
 	e.Node.s.dirty = true
 	if n, err := e.Node.Drv.PostSend(e.QP, e.wrs); err != nil || n != k {
 		return fmt.Errorf("sim: PostSend: %d of %d: %v", n, k, err)
@@ -374,7 +375,8 @@ func (e *Endpoint) poll(c *driver.CQ, w *CQWatch, consumed *int, now timing.Ps) 
 		return nil, now, err
 	}
 	*consumed += len(wcs)
-	_, end := e.host().Serve(now, e.Node.s.p.HostPoll, 0)
+	start, end := e.host().Serve(now, e.Node.s.p.HostPoll, 0)
+	e.Node.s.tr.span(e.Node.Idx, trackHost, "poll", start, end, e.QP.ID())
 	for _, wc := range wcs {
 		if wc.Status != uk.WCSuccess {
 			return wcs, end, fmt.Errorf("sim: completion error on QP %d: %+v", e.QP.ID(), wc)
