@@ -154,7 +154,7 @@ const (
 	// preamble+SFD 8, Ethernet header 14, FCS 4, inter-frame gap 12, IPv4 20,
 	// UDP 8 (docs/roce.md "Wire overhead and E810 figures": 82 bytes with BTH
 	// and ICRC).
-	E810WireOverhead = 66
+	E810WireOverhead = E810FrameOverhead + 14 + 20 + 8
 	// E810PCIeBytesPerSec: PCIe 4.0 x16, 16 GT/s × 16 lanes × 128/130 =
 	// 31.5 GB/s per direction, less TLP/DLLP overhead at 256-byte payloads
 	// (about 9 %): 28 GB/s.

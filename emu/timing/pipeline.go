@@ -175,7 +175,7 @@ func (p Pipeline) Linear() *Linear {
 			PacketBuild:    {Fixed: cyc(p.TxFixed), BytesPerSec: p.TxBytesPerSec},
 			// The Serialise stage is charged the UDP payload; the frame
 			// around it adds Ethernet, IPv4 and UDP headers.
-			Serialise:       {Overhead: p.FrameOverhead + 14 + 20 + 8, BytesPerSec: p.LinkBitsPerSec / 8},
+			Serialise:       {Overhead: p.FrameOverhead + E810WireOverhead - E810FrameOverhead, BytesPerSec: p.LinkBitsPerSec / 8},
 			Receive:         {Fixed: cyc(p.RxFixed), BytesPerSec: p.RxBytesPerSec},
 			PayloadDMAWrite: pcie(p.PCIeWrite),
 			CQEWrite:        pcie(p.PCIeWrite),
