@@ -316,9 +316,13 @@ func (e *Endpoint) host() *timing.Server { return &e.Node.NIC.Res[ResHost] }
 // postSend posts k work requests of one kind and tells the model.
 func (e *Endpoint) postSend(sc *Scenario, peer *Endpoint, k int, size int, inline bool, first int, iters int, now timing.Ps) error {
 	e.wrs = e.wrs[:0]
+	if len(e.sges) < k {
+		e.sges = make([]driver.SGE, k)
+	}
 	for i := 0; i < k; i++ {
 		idx := first + i
-		wr := driver.SendWR{WrID: uint64(idx), SGList: []driver.SGE{{Addr: uint64(e.Buf.IOVA()), Length: uint32(size), LKey: e.MR.LKey()}}}
+		e.sges[i] = driver.SGE{Addr: uint64(e.Buf.IOVA()), Length: uint32(size), LKey: e.MR.LKey()}
+		wr := driver.SendWR{WrID: uint64(idx), SGList: e.sges[i : i+1]}
 		switch sc.Verb {
 		case "write":
 			wr.Opcode = uk.WRRDMAWrite
@@ -354,7 +358,11 @@ func (e *Endpoint) postSend(sc *Scenario, peer *Endpoint, k int, size int, inlin
 func (e *Endpoint) postRecv(k, size int, now timing.Ps) error {
 	e.rwrs = e.rwrs[:0]
 	for i := 0; i < k; i++ {
-		e.rwrs = append(e.rwrs, driver.RecvWR{WrID: uint64(i), SGList: []driver.SGE{{Addr: uint64(e.Buf.IOVA()), Length: uint32(max(size, 1)), LKey: e.MR.LKey()}}})
+		if len(e.rsges) <= i {
+			e.rsges = append(e.rsges, driver.SGE{})
+		}
+		e.rsges[i] = driver.SGE{Addr: uint64(e.Buf.IOVA()), Length: uint32(max(size, 1)), LKey: e.MR.LKey()}
+		e.rwrs = append(e.rwrs, driver.RecvWR{WrID: uint64(i), SGList: e.rsges[i : i+1]})
 	}
 	e.host().Serve(now, timing.Ps(k)*e.Node.s.p.HostPost, 0)
 	e.Node.s.dirty = true

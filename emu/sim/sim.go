@@ -214,6 +214,7 @@ type Endpoint struct {
 	maxInline    int
 	wrs          []driver.SendWR
 	rwrs         []driver.RecvWR
+	sges, rsges  []driver.SGE
 	posted, done int
 }
 
