@@ -2,9 +2,7 @@ package sim
 
 import (
 	"math"
-	"math/rand/v2"
 
-	"github.com/irdma-emu/irdma-emu/emu/cq"
 	"github.com/irdma-emu/irdma-emu/emu/link"
 	"github.com/irdma-emu/irdma-emu/emu/timing"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
@@ -81,49 +79,6 @@ type NIC struct {
 	txBytes, rxBytes         uint64
 }
 
-// QPModel is the model's side of one QP of a NIC: the packets the real
-// requester and responder built, in order, waiting for their WQE, their
-// payload reads, and the transmit scheduler.
-type QPModel struct {
-	n      *NIC
-	QPN    uint32
-	Remote uint32
-	// Inline: the QP's SEND and WRITE payloads are in the WQE (no payload
-	// read).
-	Inline bool
-
-	fl    []*flight // [head, issue): payload read, waiting for the scheduler; [issue, len): waiting to read
-	head  int
-	issue int
-	reads ring // completion times of this QP's outstanding read requests
-	pump  Event
-
-	// The WQE fetches of the posts, in order: each batch is fetched by one
-	// read after its doorbell; a request packet that starts a new message
-	// takes one WQE of the oldest.
-	batches   []wqeBatch
-	bhead     int
-	doorbells ring // doorbell arrival times not yet turned into fetches
-	dbEv      Event
-	lastReq   wire.PSN
-	haveReq   bool
-
-	// OnData, when set, is called when the last packet of a WRITE to this
-	// QP is visible in host memory (the latency tests poll memory).
-	OnData func(at timing.Ps)
-	dataEv Event
-	dataAt ring
-	// lastRx is the last message-ending request or response received.
-	lastRx legTimes
-
-	TxPackets, Retransmits uint64
-}
-
-type wqeBatch struct {
-	n       int
-	readyAt timing.Ps
-}
-
 // flight is one frame in the model, from its build to its delivery.
 type flight struct {
 	home    *NIC // whose free list it returns to
@@ -173,43 +128,6 @@ func (n *NIC) AddQP(qpn, remote uint32, inline bool) *QPModel {
 	q := n.newQP(qpn, remote, inline)
 	n.byRemote[remote] = q
 	return q
-}
-
-// Post records that the program posted k work requests to q with one
-// doorbell store, leaving the host CPU at t: the doorbell reaches the
-// device a posted-write latency later, then the device fetches the k
-// WQEs with one read.
-func (q *QPModel) Post(k int, t timing.Ps) {
-	q.batches = append(q.batches, wqeBatch{n: k, readyAt: math.MaxInt64})
-	at := t + q.n.p.PCIeWrite
-	q.doorbells.push(at)
-	if _, ok := q.dbEv.Pending(); !ok {
-		q.n.s.loop.At(&q.dbEv, q.doorbells.front())
-	}
-}
-
-// doorbell turns the oldest doorbell into its WQE fetch.
-func (q *QPModel) doorbell() {
-	n := q.n
-	now := n.s.loop.now
-	q.doorbells.pop()
-	// The oldest batch not yet fetched.
-	i := q.bhead
-	for i < len(q.batches) && q.batches[i].readyAt != math.MaxInt64 {
-		i++
-	}
-	if i < len(q.batches) {
-		b := &q.batches[i]
-		n.Res[ResDoorbell].Serve(now, 0, 0)
-		start, end := n.Res[ResPCIeRead].Serve(now+n.p.PCIeRead, n.p.PCIe(b.n*n.p.WQEBytes), b.n*n.p.WQEBytes)
-		b.readyAt = end
-		n.s.tr.span(n.idx, trackDoorbell, "wqe-fetch", now, end, q.QPN)
-		_ = start
-		n.s.loop.AtEarliest(&q.pump, end)
-	}
-	if q.doorbells.len() > 0 {
-		n.s.loop.At(&q.dbEv, q.doorbells.front())
-	}
 }
 
 // Send implements link.Link: the frames the engine built enter the model.
@@ -274,69 +192,6 @@ func (n *NIC) transmit(pk *link.Packet) {
 	q.fl = append(q.fl, f)
 	q.TxPackets++
 	q.run()
-}
-
-// run is the QP's transmit engine at the current time: it takes WQEs for
-// new messages and issues the payload reads its window allows, in order;
-// blocked, it waits for the WQE fetch or the oldest read to complete.
-func (q *QPModel) run() {
-	n := q.n
-	now := n.s.loop.now
-	p := n.p
-	for q.issue < len(q.fl) {
-		f := q.fl[q.issue]
-		if f.needWQE {
-			if q.bhead < len(q.batches) {
-				b := &q.batches[q.bhead]
-				if b.readyAt > now {
-					if b.readyAt != math.MaxInt64 {
-						n.s.loop.AtEarliest(&q.pump, b.readyAt)
-					}
-					return // wait for the fetch (or its doorbell)
-				}
-				f.readAt = max(f.readAt, b.readyAt)
-				f.wqeAt, f.hadWQE = b.readyAt, true
-				if b.n--; b.n == 0 {
-					q.bhead++
-					if q.bhead > 64 && q.bhead*2 > len(q.batches) {
-						q.batches = append(q.batches[:0], q.batches[q.bhead:]...)
-						q.bhead = 0
-					}
-				}
-			}
-			// A request the program did not post through the model (none
-			// in the scenarios) is treated as fetched.
-			f.needWQE = false
-		}
-		for f.read > 0 {
-			for q.reads.len() > 0 && q.reads.front() <= now {
-				q.reads.pop()
-			}
-			for n.tags.len() > 0 && n.tags.front() <= now {
-				n.tags.pop()
-			}
-			if q.reads.len() >= p.QPReadRequests {
-				n.s.loop.AtEarliest(&q.pump, q.reads.front())
-				return
-			}
-			if n.tags.len() >= p.DeviceReadTags {
-				n.s.loop.AtEarliest(&q.pump, n.tags.front())
-				return
-			}
-			sz := min(f.read, p.MaxReadRequest)
-			_, end := n.Res[ResPCIeRead].Serve(now+p.PCIeRead, p.PCIe(sz), sz)
-			q.reads.push(end)
-			n.tags.push(end)
-			f.read -= sz
-			f.readAt = max(f.readAt, end)
-		}
-		f.readAt = max(f.readAt, now)
-		if f.payload > 0 && !q.Inline || f.op.Operation() == wire.OpRDMAReadResponse {
-			n.s.tr.span(n.idx, trackPCIeRead, "payload-read", f.built, f.readAt, q.QPN)
-		}
-		q.issue++
-		n.kick(f.readAt)
-	}
 }
 
 // kick makes the transmit scheduler look again at t.
@@ -492,74 +347,6 @@ func (n *NIC) byRemoteQP(f *flight) *QPModel {
 	return n.misc
 }
 
-func (q *QPModel) dataVisible() {
-	now := q.n.s.loop.now
-	q.dataAt.pop()
-	if q.dataAt.len() > 0 {
-		q.n.s.loop.At(&q.dataEv, q.dataAt.front())
-	}
-	if q.OnData != nil {
-		q.OnData(now)
-	}
-}
-
-// CQWatch follows one CQ of the device: each CQE the real code writes is
-// shown to the program when its PCIe write completes.
-type CQWatch struct {
-	n       *NIC
-	c       *cq.CQ
-	ID      uint32
-	written uint64
-	times   ring
-	ev      Event
-	// Visible counts the CQEs whose write completed; the program may poll
-	// that many.
-	Visible int
-	// OnCQE is called each time one more becomes visible.
-	OnCQE func(at timing.Ps)
-}
-
-// WatchCQ follows device CQ id.
-func (n *NIC) WatchCQ(c *cq.CQ) *CQWatch {
-	w := &CQWatch{n: n, c: c, ID: c.ID(), written: c.Stats().CQEs}
-	w.ev.Init(w.fire)
-	n.cqs = append(n.cqs, w)
-	return w
-}
-
-// checkCQs schedules the writes of the CQEs written since the last check,
-// after at.
-func (n *NIC) checkCQs(at timing.Ps) {
-	p := n.p
-	for _, w := range n.cqs {
-		now := w.c.Stats().CQEs
-		for ; w.written < now; w.written++ {
-			start, end := n.Res[ResPCIeWrite].Serve(at, p.PCIe(p.CQEBytes), p.CQEBytes)
-			vis := end + p.PCIeWrite
-			n.s.tr.span(n.idx, trackPCIeWrite, "cqe-write", start, vis, w.ID)
-			w.times.push(vis)
-		}
-		if w.times.len() > 0 {
-			if _, ok := w.ev.Pending(); !ok {
-				n.s.loop.At(&w.ev, w.times.front())
-			}
-		}
-	}
-}
-
-func (w *CQWatch) fire() {
-	now := w.n.s.loop.now
-	w.times.pop()
-	w.Visible++
-	w.n.s.tr.instant(w.n.idx, cqTrack(w.ID), "CQE", now)
-	if w.times.len() > 0 {
-		w.n.s.loop.At(&w.ev, w.times.front())
-	}
-	if w.OnCQE != nil {
-		w.OnCQE(now)
-	}
-}
-
 // Attach implements link.Link.
 func (n *NIC) Attach(r link.Receiver) { n.rx = r }
 
@@ -594,59 +381,4 @@ func (n *NIC) Close() error {
 		q.head, q.issue = 0, 0
 	}
 	return nil
-}
-
-// Wire is one direction of a cable: frames serialised by one NIC reach
-// the other after the propagation delay, unless lost. A switch would be
-// another node taking frames from Wires in the same loop.
-type Wire struct {
-	s     *Sim
-	to    *NIC
-	from  *NIC
-	delay timing.Ps
-	loss  float64
-	rng   *rand.Rand
-}
-
-// carry takes a frame whose serialisation ends at t.
-func (w *Wire) carry(f *flight, t timing.Ps) {
-	if w.loss > 0 && w.rng.Float64() < w.loss {
-		w.from.lost++
-		w.s.tr.instant(w.from.idx, trackWire, "lost "+f.op.String(), t)
-		f.pk.Release()
-		f.pk = nil
-		w.from.putFlight(f)
-		return
-	}
-	// The flight moves to the receiving NIC's free list once delivered.
-	f.n = w.to
-	f.stage = stageArrive
-	w.s.loop.At(&f.ev, t+w.delay)
-}
-
-// ring is a FIFO of times.
-type ring struct {
-	b    []timing.Ps
-	h, n int
-}
-
-func (r *ring) len() int { return r.n }
-
-func (r *ring) push(t timing.Ps) {
-	if r.n == len(r.b) {
-		nb := make([]timing.Ps, max(16, 2*len(r.b)))
-		for i := 0; i < r.n; i++ {
-			nb[i] = r.b[(r.h+i)%len(r.b)]
-		}
-		r.b, r.h = nb, 0
-	}
-	r.b[(r.h+r.n)%len(r.b)] = t
-	r.n++
-}
-
-func (r *ring) front() timing.Ps { return r.b[r.h] }
-
-func (r *ring) pop() {
-	r.h = (r.h + 1) % len(r.b)
-	r.n--
 }
