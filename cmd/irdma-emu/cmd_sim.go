@@ -57,6 +57,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	sc := &o.sc
 	fs.BoolVar(&sc.Lat, "lat", false, "latency test (ib_*_lat) instead of bandwidth")
 	fs.IntVar(&sc.QPs, "qps", 1, "number of QPs (perftest -q)")
+	fs.BoolVar(&sc.Bidir, "bidir", false, "bandwidth in both directions at once, QPs QPs each way (perftest -b)")
 	fs.IntVar(&o.size, "size", 0, "message `bytes` (default 65536; --lat 2)")
 	fs.BoolVar(&o.all, "a", false, "all sizes 2 B .. 8 MiB in powers of two (perftest -a)")
 	fs.IntVar(&sc.MTU, "mtu", 4096, "path MTU: 256, 512, 1024, 2048 or 4096")
@@ -109,6 +110,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 	case sizeSet:
 		sc.Sizes = []int{o.size}
+	}
+	if sc.Bidir && sc.Lat {
+		fmt.Fprintln(stderr, "irdma-emu sim: --bidir is for bandwidth tests")
+		return 2
 	}
 	if o.delay < 0 {
 		fmt.Fprintln(stderr, "irdma-emu sim: --delay must not be negative")
@@ -219,6 +224,9 @@ func printSim(w io.Writer, o *simOptions, rs []sim.Result) {
 	title := simTitles[sc.Verb] + " " + kind + " Test (modelled E810, virtual time)"
 	fmt.Fprintf(w, "%s%s\n", strings.Repeat(" ", max(0, (len(resultLine)-len(title))/2)), title)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", r0.QPs)
+	if sc.Bidir {
+		fmt.Fprintf(w, " Bidirectional   : ON (the figures sum both directions)\n")
+	}
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
 	fmt.Fprintf(w, " TX depth        : %d\n", txDepthOf(sc))
 	if !sc.Lat {

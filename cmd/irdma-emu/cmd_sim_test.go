@@ -71,7 +71,7 @@ func TestSimBadArgs(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"atomic"}, {"write", "--mtu", "1000"}, {"write", "--loss", "1.5"}, {"write", "--size", "0"},
 		{"write", "-a", "--size", "8"}, {"send", "--inline", "500"}, {"write", "--delay", "-1us"}, {"write", "extra"},
-		{"write", "--link-gbps", "-3"},
+		{"write", "--link-gbps", "-3"}, {"write", "--lat", "--bidir"},
 	} {
 		var out, errb bytes.Buffer
 		rc := runSim(args, &out, &errb)
