@@ -361,7 +361,9 @@ func (e *Endpoint) postRecv(k, size int, now timing.Ps) error {
 		if len(e.rsges) <= i {
 			e.rsges = append(e.rsges, driver.SGE{})
 		}
-		e.rsges[i] = driver.SGE{Addr: uint64(e.Buf.IOVA()), Length: uint32(max(size, 1)), LKey: e.MR.LKey()}
+		// The whole buffer: a receive posted for one size may take a SEND
+		// of the next (the QPs serve every size of a run).
+		e.rsges[i] = driver.SGE{Addr: uint64(e.Buf.IOVA()), Length: uint32(e.Buf.Len()), LKey: e.MR.LKey()}
 		e.rwrs = append(e.rwrs, driver.RecvWR{WrID: uint64(i), SGList: e.rsges[i : i+1]})
 	}
 	e.host().Serve(now, timing.Ps(k)*e.Node.s.p.HostPost, 0)
@@ -369,6 +371,7 @@ func (e *Endpoint) postRecv(k, size int, now timing.Ps) error {
 	if n, err := e.Node.Drv.PostRecv(e.QP, e.rwrs); err != nil || n != k {
 		return fmt.Errorf("sim: PostRecv: %d of %d: %v", n, k, err)
 	}
+	e.recvs += k
 	return nil
 }
 
@@ -383,6 +386,9 @@ func (e *Endpoint) poll(c *driver.CQ, w *CQWatch, consumed *int, now timing.Ps) 
 		return nil, now, err
 	}
 	*consumed += len(wcs)
+	if c == e.RCQ {
+		e.recvs -= len(wcs)
+	}
 	start, end := e.host().Serve(now, e.Node.s.p.HostPoll, 0)
 	e.Node.s.tr.span(e.Node.Idx, trackHost, "poll", start, end, e.QP.ID())
 	for _, wc := range wcs {
@@ -546,11 +552,13 @@ func (w *Sim) runLat(sc *Scenario, c *Conn, size int, inline bool) (Result, erro
 			finish(t)
 		}
 	case "send":
-		for side, e := range []*Endpoint{a, b} {
-			if err := e.postRecv(sc.RxDepth, size, now); err != nil {
-				return r, err
+		for _, e := range []*Endpoint{a, b} {
+			// Top up to RxDepth: receives left from the previous size stay.
+			if k := sc.RxDepth - e.recvs; k > 0 {
+				if err := e.postRecv(k, size, now); err != nil {
+					return r, err
+				}
 			}
-			_ = side
 		}
 		recvd := [2]int{}
 		b.RW.OnCQE = func(at timing.Ps) {
@@ -561,8 +569,9 @@ func (w *Sim) runLat(sc *Scenario, c *Conn, size int, inline bool) (Result, erro
 				return
 			}
 			recvd[1] += len(wcs)
-			if recvd[1]+sc.RxDepth <= sc.Iters+sc.RxDepth {
-				_ = b.postRecv(len(wcs), size, t)
+			if err := b.postRecv(len(wcs), size, t); err != nil {
+				failed = err
+				return
 			}
 			post(b, a, 1, b.host().Free)
 		}
@@ -574,7 +583,10 @@ func (w *Sim) runLat(sc *Scenario, c *Conn, size int, inline bool) (Result, erro
 				return
 			}
 			recvd[0] += len(wcs)
-			_ = a.postRecv(len(wcs), size, t)
+			if err := a.postRecv(len(wcs), size, t); err != nil {
+				failed = err
+				return
+			}
 			finish(a.host().Free)
 		}
 	case "read":

@@ -215,6 +215,7 @@ type Endpoint struct {
 	wrs          []driver.SendWR
 	rwrs         []driver.RecvWR
 	sges, rsges  []driver.SGE
+	recvs        int // receives posted and not yet completed
 	posted, done int
 }
 
