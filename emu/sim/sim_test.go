@@ -214,3 +214,38 @@ func TestTraceFormat(t *testing.T) {
 		t.Errorf("device 0's wire carried packets of %d QPs, want 2", len(qps))
 	}
 }
+
+// TestScenarios runs each verb and mode over several sizes in one world
+// (the QPs serve every size in turn): every run completes, and no figure
+// leaves what the hardware allows — bandwidth above zero and below the
+// line rate per direction, latency above one PCIe round trip.
+func TestScenarios(t *testing.T) {
+	p := timing.E810Pipeline()
+	for _, sc := range []Scenario{
+		{Verb: "send", Lat: true, Sizes: []int{8, 4096, 65536}, Iters: 5, Inline: -1},
+		{Verb: "write", Lat: true, Sizes: []int{2, 1 << 20}, Iters: 3, Inline: -1},
+		{Verb: "read", Lat: true, Sizes: []int{8, 8192}, Iters: 5, Inline: -1},
+		{Verb: "read", Sizes: []int{2, 1 << 20}, Iters: 20, Inline: -1},
+		{Verb: "send", Sizes: []int{1, 100, 5000}, Iters: 300, MTU: 256, Inline: -1},
+		{Verb: "write", Sizes: []int{100}, Iters: 500, PostList: 8, CQMod: 1, Inline: 101},
+		{Verb: "write", Bidir: true, QPs: 2, Sizes: []int{65536}, Iters: 50, Inline: -1},
+	} {
+		rs, err := Run(sc)
+		if err != nil {
+			t.Fatalf("%+v: %v", sc, err)
+		}
+		dirs := 1.0
+		if sc.Bidir {
+			dirs = 2
+		}
+		for _, r := range rs {
+			t.Logf("%s lat=%v mtu %d size %d: %.3f Gb/s %.3f Mpps %.3f µs", r.Verb, r.Lat, r.MTU, r.Size, r.Gbps, r.Mpps, r.LatTypical)
+			if r.Gbps <= 0 || r.Gbps >= dirs*100 {
+				t.Errorf("%s size %d: %.3f Gb/s outside (0, %v × 100)", r.Verb, r.Size, r.Gbps, dirs)
+			}
+			if r.Lat && r.LatTypical*float64(timing.Microsecond) < float64(p.PCIeRead) {
+				t.Errorf("%s size %d: %.3f µs, below one PCIe round trip", r.Verb, r.Size, r.LatTypical)
+			}
+		}
+	}
+}
