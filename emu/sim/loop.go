@@ -20,6 +20,7 @@ import (
 	"container/heap"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/irdma-emu/irdma-emu/emu/timing"
@@ -50,8 +51,11 @@ func (e *Event) Pending() (timing.Ps, bool) { return e.at, e.idx >= 0 }
 // other goroutines while the loop is not running (a device's control path
 // during set-up), hence the mutex.
 type Loop struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// now is the virtual time (read directly by the loop's goroutine);
+	// shared mirrors it for other goroutines.
 	now    timing.Ps
+	shared atomic.Int64
 	events eventHeap
 	seq    uint64
 	fired  uint64
@@ -66,11 +70,7 @@ type Loop struct {
 func NewLoop() *Loop { return &Loop{} }
 
 // Time returns the current virtual time.
-func (l *Loop) Time() timing.Ps {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.now
-}
+func (l *Loop) Time() timing.Ps { return timing.Ps(l.shared.Load()) }
 
 // Fired returns how many events have run.
 func (l *Loop) Fired() uint64 { return l.fired }
@@ -124,6 +124,7 @@ func (l *Loop) Step(limit timing.Ps) bool {
 	}
 	e := heap.Pop(&l.events).(*Event)
 	l.now = e.at
+	l.shared.Store(int64(e.at))
 	l.mu.Unlock()
 	l.fired++
 	e.f()
