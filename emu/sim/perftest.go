@@ -560,7 +560,6 @@ func (w *Sim) runLat(sc *Scenario, c *Conn, size int, inline bool) (Result, erro
 				}
 			}
 		}
-		recvd := [2]int{}
 		b.RW.OnCQE = func(at timing.Ps) {
 			last[0] = b.Model.legTo(at)
 			wcs, t, err := b.poll(b.RCQ, b.RW, &consumed[1][1], at)
@@ -568,7 +567,6 @@ func (w *Sim) runLat(sc *Scenario, c *Conn, size int, inline bool) (Result, erro
 				failed = err
 				return
 			}
-			recvd[1] += len(wcs)
 			if err := b.postRecv(len(wcs), size, t); err != nil {
 				failed = err
 				return
@@ -582,7 +580,6 @@ func (w *Sim) runLat(sc *Scenario, c *Conn, size int, inline bool) (Result, erro
 				failed = err
 				return
 			}
-			recvd[0] += len(wcs)
 			if err := a.postRecv(len(wcs), size, t); err != nil {
 				failed = err
 				return
@@ -702,5 +699,3 @@ func breakdown(p *timing.Pipeline, legs [2]legTimes, half, read, send bool) []Sp
 	}
 	return out
 }
-
-func defaultPipeline() timing.Pipeline { return timing.E810Pipeline() }
