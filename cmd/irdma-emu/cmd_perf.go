@@ -42,13 +42,12 @@ only the verb, its device and the TCP port. The out-of-band exchange is
 this tool's own (JSON lines on TCP): perf talks to perf; run perftest
 itself through 'irdma-emu exec' to face real perftest.
 
-Each result is followed by the modelled E810 figures: the stage cycles the
-two daemons charged during the measurement (their control sockets' stats,
-before and after), turned into what the modelled hardware would have
-taken — for bandwidth the busiest resource (wire, PCIe read or write
-direction, packet engine) with pipelining and the 50 Gb/s single-QP cap,
-for latency the sum of the stage latencies per iteration — next to the
-wall-clock figures of the emulator itself.
+Each result is followed by the modelled E810 figures: the same scenario
+(verb, size, QPs, path MTU, depths, moderation, inlining, bidirectional)
+run through the pipeline model of 'irdma-emu sim' — two modelled E810s in
+virtual time running the real data path (docs/timing.md, "The pipeline
+model") — with the busiest resource, next to the wall-clock figures of
+the emulator itself.
 
 flags:
 `
@@ -146,7 +145,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Check, "check", false, "check every payload byte (and atomic results) after each size")
 	fs.BoolVar(&o.gbits, "report_gbits", false, "report bandwidth in Gb/s")
 	fs.StringVar(&o.control, "control", "", "the local daemon's control socket (default beside the attach socket)")
-	fs.BoolVar(&o.noModel, "no-model", false, "do not ask the daemons for the modelled E810 figures")
+	fs.BoolVar(&o.noModel, "no-model", false, "do not print the modelled E810 figures")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long (0: never)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, perfUsage)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/irdma-emu/irdma-emu/emu/timing"
+	"github.com/irdma-emu/irdma-emu/emu/sim"
 )
 
 // stageDeltas are the cycles one daemon's device charged per pipeline
@@ -54,54 +54,6 @@ func diffStages(a, b *stageDeltas) *stageDeltas {
 		d.Stages[k] = stageDelta{Count: v.Count - w.Count, Bytes: v.Bytes - w.Bytes, Cycles: v.Cycles - w.Cycles}
 	}
 	return d
-}
-
-// The resources of the modelled device that bound throughput, and the
-// stages that occupy them (docs/timing.md: the byte term of a stage is
-// occupancy of a bus or of the link; the fixed term is latency that
-// pipelining hides).
-var modelResources = []struct {
-	name   string
-	stages []timing.Stage
-}{
-	{"wire", []timing.Stage{timing.Serialise}},
-	{"PCIe read", []timing.Stage{timing.WQEFetch, timing.PayloadDMARead}},
-	{"PCIe write", []timing.Stage{timing.PayloadDMAWrite, timing.CQEWrite, timing.Event}},
-	{"packet engine", []timing.Stage{timing.PacketBuild, timing.Receive}},
-}
-
-// occupancy is a device's busiest resource: its cycles with each stage's
-// fixed latency taken out (what the E810 model charges per operation).
-func occupancy(d *stageDeltas) (uint64, string) {
-	model := timing.E810()
-	var best uint64
-	name := ""
-	for _, r := range modelResources {
-		var c uint64
-		for _, st := range r.stages {
-			v := d.Stages[st.String()]
-			fixed := uint64(model.Stages[st].Fixed) * v.Count
-			if v.Cycles > fixed {
-				c += v.Cycles - fixed
-			}
-		}
-		if c > best {
-			best, name = c, r.name
-		}
-	}
-	return best, name
-}
-
-// serialCycles are all the cycles a device charged outside the control
-// path: the latency of everything it did, with no overlap.
-func serialCycles(d *stageDeltas) uint64 {
-	var c uint64
-	for k, v := range d.Stages {
-		if k != timing.CQPCommand.String() {
-			c += v.Cycles
-		}
-	}
-	return c
 }
 
 // perfRow is one size's result.
@@ -171,56 +123,61 @@ func (s *perfSession) addRow(size int, c sideResult, srv *sideResult, lat []time
 // perftest does; read and atomic the whole operation.
 func (s *perfSession) halveLat() bool { return s.pingpongLat() }
 
-// model turns the daemons' stage cycles into the modelled E810 figures.
+// model runs the measured scenario through the pipeline model of emu/sim
+// (docs/timing.md "The pipeline model"): the same verb, size, QPs, path
+// MTU, depths, moderation and inlining, on two modelled E810s in virtual
+// time, and returns its figures and the busiest resource. The stage
+// deltas of the daemons (local, remote) are not needed: the model runs
+// the real data path itself. An atomic is modelled as an 8-byte READ (the
+// same round trip: request, responder PCIe read, response); the
+// iterations are capped so that a row costs at most 64 MiB of simulated
+// payload.
 func (s *perfSession) model(size int, bytes, msgs float64, local, remote *stageDeltas) (string, string) {
-	devs := []*stageDeltas{}
-	for _, d := range []*stageDeltas{local, remote} {
-		if d != nil && d.Hz > 0 {
-			devs = append(devs, d)
-		}
-	}
-	if len(devs) == 0 {
+	o := s.o
+	if o.noModel {
 		return "", ""
 	}
-	hz := float64(devs[0].Hz)
-	var serial uint64
-	for _, d := range devs {
-		serial += serialCycles(d)
+	verb, basis := o.Verb, "irdma-emu sim (virtual time)"
+	if verb == "atomic" {
+		verb, size, basis = "read", perfAtomicSize, "irdma-emu sim (virtual time; atomic as an 8-byte READ)"
 	}
-	if s.o.Lat {
-		t := float64(serial) / hz / float64(s.o.Iters)
-		if s.halveLat() {
-			t /= 2
-		}
-		return fmt.Sprintf("%-7.2f", t*1e6), "stage latencies, no overlap"
+	iters := o.Iters
+	if !o.Lat {
+		iters = max(16, min(iters, (64<<20)/max(size, 1)))
 	}
-	if msgs == 0 {
+	sc := sim.Scenario{Verb: verb, Lat: o.Lat, Bidir: o.Bidir, QPs: o.QPs, Sizes: []int{size}, MTU: s.mtu.Bytes(),
+		Iters: iters, TxDepth: o.TxDepth, RxDepth: o.RxDepth, CQMod: o.CQMod, Inline: o.Inline}
+	if sc.Inline > 0 && size > sc.Inline || verb == "read" {
+		sc.Inline = 0
+	}
+	rs, err := sim.Run(sc)
+	if err != nil || len(rs) == 0 {
 		return "", ""
 	}
-	var occ uint64
-	bottle := ""
-	for _, d := range devs {
-		if c, n := occupancy(d); c > occ {
-			occ, bottle = c, n
+	r := rs[0]
+	if o.Lat {
+		return fmt.Sprintf("%-7.2f", r.LatTypical), basis
+	}
+	busy, name := 0.0, ""
+	for _, u := range r.Util {
+		for i, v := range u {
+			if v > busy && sim.Resource(i) != sim.ResHost {
+				busy, name = v, sim.Resource(i).String()
+			}
 		}
 	}
-	t := float64(occ) / hz
-	// One QP is paced at the single-QP rate (timing.E810SingleQPBitsPerSec);
-	// each direction of a bidirectional test has its own QPs.
-	dirs := 1.0
-	if s.o.Bidir {
-		dirs = 2
-	}
-	if capT := bytes * 8 / (dirs * float64(s.o.QPs) * timing.E810SingleQPBitsPerSec); capT > t {
-		t, bottle = capT, "single-QP rate"
-	}
-	// The pipeline fills once: one message's latency through every stage.
-	t += float64(serial) / hz / msgs
-	if t <= 0 {
+	if r.Mpps <= 0 {
 		return "", ""
 	}
 	_, div := s.bwUnit()
-	return fmt.Sprintf("%-7.2f            %-7.6f", bytes/t/div, msgs/t/1e6), bottle
+	bps := r.Gbps * 1e9 / 8
+	bottle := fmt.Sprintf("%s (%.0f%% busy)", name, 100*busy)
+	if busy < 0.9 {
+		// No resource is saturated: the QPs' windows (read slots, depth)
+		// bound the rate (Little's law, docs/timing.md "Calibration").
+		bottle = fmt.Sprintf("QP windows (busiest: %s %.0f%%)", name, 100*busy)
+	}
+	return fmt.Sprintf("%-7.2f            %-7.6f", bps/div, r.Mpps), bottle
 }
 
 // printModel prints the modelled E810 table.
@@ -233,7 +190,7 @@ func (s *perfSession) printModel() {
 	if !have {
 		return
 	}
-	fmt.Fprintln(o.stdout, " Modelled E810 (the daemons' stage cycles during each measurement; docs/timing.md):")
+	fmt.Fprintln(o.stdout, " Modelled E810 (the scenario run through the pipeline model, irdma-emu sim; docs/timing.md):")
 	if o.Lat {
 		fmt.Fprintln(o.stdout, " #bytes #iterations    t_model[usec]   basis")
 		for _, r := range s.rows {

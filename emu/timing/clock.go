@@ -12,9 +12,10 @@
 //
 // Time is a time.Duration since the clock's epoch (its creation), monotonic.
 // The device never needs a calendar date, and durations make a simulated
-// clock trivial: a later deterministic simulated-time mode is one more Clock
-// whose Now advances by the cycles the Meter charges, behind the same
-// interface.
+// clock trivial: the deterministic simulated-time mode (emu/sim) is one
+// more Clock, an event loop in integer picoseconds (Ps), behind the same
+// interface. Pipeline holds the parameters of the data path it models as
+// timed resources.
 package timing
 
 import (

@@ -154,7 +154,7 @@ const (
 	// preamble+SFD 8, Ethernet header 14, FCS 4, inter-frame gap 12, IPv4 20,
 	// UDP 8 (docs/roce.md "Wire overhead and E810 figures": 82 bytes with BTH
 	// and ICRC).
-	E810WireOverhead = 66
+	E810WireOverhead = E810FrameOverhead + 14 + 20 + 8
 	// E810PCIeBytesPerSec: PCIe 4.0 x16, 16 GT/s × 16 lanes × 128/130 =
 	// 31.5 GB/s per direction, less TLP/DLLP overhead at 256-byte payloads
 	// (about 9 %): 28 GB/s.
@@ -162,34 +162,21 @@ const (
 	// E810InternalBytesPerSec: the packet engine moves 64 bytes per cycle
 	// (a 512-bit datapath at 1 GHz), an assumption.
 	E810InternalBytesPerSec = 64 * E810ClockHz
-	// E810SingleQPBitsPerSec is not a stage cost but a pacing cap for the
-	// data plane: Intel measures about 49 Gb/s for one QP with ib_send_bw
-	// and states one QP cannot reach line rate (Intel support article
-	// 000059783; docs/roce.md "Wire overhead and E810 figures").
-	E810SingleQPBitsPerSec = 50_000_000_000
+	// E810FrameOverhead: what the wire carries per frame besides the frame
+	// from the destination MAC to the ICRC: FCS 4, preamble+SFD 8,
+	// inter-frame gap 12 (IEEE 802.3 clause 4). With Ethernet 14, IPv4 20,
+	// UDP 8, BTH 12 and ICRC 4 inside the frame this is the 82 bytes per
+	// packet of docs/roce.md "Wire overhead and E810 figures".
+	E810FrameOverhead = 24
+	// E810PCIeRead: the DMA read round trip, the one parameter fitted to
+	// Intel's single-QP figure (docs/timing.md "Calibration"); it lands
+	// inside the 0.5–1 µs that published PCIe measurements report.
+	E810PCIeRead = 650 * Nanosecond
 )
 
-// E810 returns the default E810-like model (docs/timing.md).
-func E810() *Linear {
-	pcie := func(fixed Cycles) StageCost {
-		return StageCost{Fixed: fixed, BytesPerSec: E810PCIeBytesPerSec}
-	}
-	return &Linear{
-		ClockHz: E810ClockHz,
-		Stages: [NumStages]StageCost{
-			Doorbell:        {Fixed: 100},
-			WQEFetch:        pcie(600),
-			PayloadDMARead:  pcie(600),
-			PacketBuild:     {Fixed: 20, BytesPerSec: E810InternalBytesPerSec},
-			Serialise:       {Overhead: E810WireOverhead, BytesPerSec: E810LinkBitsPerSec / 8},
-			Receive:         {Fixed: 30, BytesPerSec: E810InternalBytesPerSec},
-			PayloadDMAWrite: pcie(200),
-			CQEWrite:        pcie(200),
-			Event:           pcie(400),
-			CQPCommand:      pcie(3000),
-		},
-	}
-}
+// E810 returns the default E810-like stage costs: those of
+// E810Pipeline (docs/timing.md).
+func E810() *Linear { return E810Pipeline().Linear() }
 
 // ceilMulDiv returns ceil(a×b/d) with a 128-bit intermediate, saturating.
 func ceilMulDiv(a, b, d uint64) Cycles {

@@ -271,23 +271,23 @@ func TestE810Costs(t *testing.T) {
 		bytes int
 		want  timing.Cycles
 	}{
-		{timing.Doorbell, 0, 100},
-		{timing.Doorbell, 4096, 100},                                   // no byte term
-		{timing.WQEFetch, 32, 602},                                     // 600 + ceil(32/28)
-		{timing.WQEFetch, 256, 610},                                    // 600 + ceil(256/28 = 9.14)
-		{timing.PayloadDMARead, 4096, 747},                             // 600 + ceil(146.3)
+		{timing.Doorbell, 0, 325},                                      // the posted-write latency, half the 650 ns read round trip
+		{timing.Doorbell, 4096, 325},                                   // no byte term
+		{timing.WQEFetch, 32, 652},                                     // 650 + ceil(32/28)
+		{timing.WQEFetch, 256, 660},                                    // 650 + ceil(256/28 = 9.14)
+		{timing.PayloadDMARead, 4096, 797},                             // 650 + ceil(146.3)
 		{timing.PacketBuild, 4112, 85},                                 // 20 + ceil(4112/64 = 64.25)
 		{timing.Serialise, 4112, 335},                                  // (4112+66)·8/100 = 334.24 ns
 		{timing.Serialise, 0, 6},                                       // 66·8/100 = 5.28 ns
 		{timing.Receive, 1040, 47},                                     // 30 + ceil(16.25)
-		{timing.PayloadDMAWrite, 64, 203},                              // 200 + ceil(2.29)
-		{timing.CQEWrite, 32, 202},                                     // 200 + ceil(1.14)
-		{timing.Event, 8, 401},                                         // 400 + ceil(0.29)
+		{timing.PayloadDMAWrite, 64, 328},                              // 325 + ceil(2.29)
+		{timing.CQEWrite, 32, 327},                                     // 325 + ceil(1.14)
+		{timing.Event, 8, 651},                                         // 2 × 325 + ceil(0.29)
 		{timing.CQPCommand, 256 + 64, 3012},                            // 3000 + ceil(11.4)
 		{timing.Serialise, -100, 6},                                    // negative bytes count as 0
 		{timing.NumStages, 100, 0},                                     // unknown stage
 		{timing.Stage(200), 100, 0},                                    // unknown stage
-		{timing.PayloadDMARead, math.MaxInt, 600 + 329406144173384851}, // ceil((2^63-1)/28)
+		{timing.PayloadDMARead, math.MaxInt, 650 + 329406144173384851}, // ceil((2^63-1)/28)
 	}
 	for _, tc := range tests {
 		if got := m.Cost(tc.stage, tc.bytes); got != tc.want {
@@ -300,7 +300,7 @@ func TestE810Costs(t *testing.T) {
 }
 
 // TestE810SmallWrite pins the unpipelined 64-byte RDMA WRITE of
-// docs/timing.md: 1575 cycles from doorbell to remote payload.
+// docs/timing.md: 2025 cycles from doorbell to remote payload.
 func TestE810SmallWrite(t *testing.T) {
 	m := timing.E810()
 	const udp = 12 + 16 + 64 + 4 // BTH + RETH + payload + ICRC
@@ -309,13 +309,13 @@ func TestE810SmallWrite(t *testing.T) {
 		bytes int
 		want  timing.Cycles
 	}{
-		{timing.Doorbell, 0, 100},
-		{timing.WQEFetch, 32, 602},
-		{timing.PayloadDMARead, 64, 603},
+		{timing.Doorbell, 0, 325},
+		{timing.WQEFetch, 32, 652},
+		{timing.PayloadDMARead, 64, 653},
 		{timing.PacketBuild, udp, 22},
 		{timing.Serialise, udp, 13},
 		{timing.Receive, udp, 32},
-		{timing.PayloadDMAWrite, 64, 203},
+		{timing.PayloadDMAWrite, 64, 328},
 	}
 	var total timing.Cycles
 	for _, st := range steps {
@@ -325,8 +325,8 @@ func TestE810SmallWrite(t *testing.T) {
 		}
 		total += c
 	}
-	if total != 1575 || total.Duration(m.Hz()) != 1575*time.Nanosecond {
-		t.Errorf("total %d cycles (%v), want 1575", total, total.Duration(m.Hz()))
+	if total != 2025 || total.Duration(m.Hz()) != 2025*time.Nanosecond {
+		t.Errorf("total %d cycles (%v), want 2025", total, total.Duration(m.Hz()))
 	}
 }
 
