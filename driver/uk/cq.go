@@ -122,7 +122,7 @@ func NewCQ(cfg CQConfig) (*CQ, error) {
 func (c *CQ) ID() uint32 { return c.id }
 
 // Head is the index of the next CQE to poll.
-func (c *CQ) Head() uint32 { return c.ring.head }
+func (c *CQ) Head() uint32 { return c.ring.head.Load() }
 
 // Polarity is the VALID value expected at Head.
 func (c *CQ) Polarity() uint8 { return c.polarity }
@@ -143,13 +143,13 @@ func (c *CQ) cqe(i uint32) CQE { return CQE(c.buf[i*CQESize : (i+1)*CQESize]) }
 
 // Empty reports whether no valid CQE waits at the head (irdma_cq_empty).
 func (c *CQ) Empty() bool {
-	return uint8(c.cqe(c.ring.head).Qword3()>>cqeValidBit) != c.polarity
+	return uint8(c.cqe(c.ring.head.Load()).Qword3()>>cqeValidBit) != c.polarity
 }
 
 // Clean is irdma_uk_clean_cq: zero the completion context of every
 // valid, unpolled CQE of ctx, so polling skips them.
 func (c *CQ) Clean(ctx uint64) {
-	head, pol := c.ring.head, c.polarity
+	head, pol := c.ring.head.Load(), c.polarity
 	for range c.ring.size {
 		e := c.cqe(head)
 		if uint8(e.Qword3()>>cqeValidBit) != pol {
@@ -180,14 +180,14 @@ func (c *CQ) Clean(ctx uint64) {
 // handled.
 func (c *CQ) PollCmpl(info *CQPollInfo) error {
 	*info = CQPollInfo{}
-	e := c.cqe(c.ring.head)
+	e := c.cqe(c.ring.head.Load())
 	qword3 := e.Qword3()
 	if uint8(qword3>>cqeValidBit) != c.polarity {
 		return ErrCQEmpty
 	}
 	ext := qword3>>cqeExtBit&1 == 1
 	if ext {
-		peek := (c.ring.head + 1) % c.ring.size
+		peek := (c.ring.head.Load() + 1) % c.ring.size
 		x := c.cqe(peek)
 		qword7 := x.Qword3()
 		pol := uint8(qword7 >> cqeValidBit)
@@ -268,20 +268,20 @@ func (c *CQ) PollCmpl(info *CQPollInfo) error {
 		if ext {
 			c.advance()
 		}
-		store64(c.shadow, 0, uint64(c.ring.head)&cqShadowHeadMask)
+		store64(c.shadow, 0, uint64(c.ring.head.Load())&cqShadowHeadMask)
 	} else {
-		qword3 = qword3&^(cqeWQEIdxMask<<cqeWQEIdxShift) | uint64(pring.tail&cqeWQEIdxMask)<<cqeWQEIdxShift
+		qword3 = qword3&^(cqeWQEIdxMask<<cqeWQEIdxShift) | uint64(pring.tail.Load()&cqeWQEIdxMask)<<cqeWQEIdxShift
 		store64(e, cqeQword3Offset, qword3)
 	}
 	return err
 }
 
 func (c *CQ) advance() {
-	c.ring.head = (c.ring.head + 1) % c.ring.size
-	if c.ring.head == 0 {
+	c.ring.head.Store((c.ring.head.Load() + 1) % c.ring.size)
+	if c.ring.head.Load() == 0 {
 		c.polarity ^= 1
 	}
-	c.ring.tail = (c.ring.tail + 1) % c.ring.size
+	c.ring.tail.Store((c.ring.tail.Load() + 1) % c.ring.size)
 }
 
 // pollRQ is the RQ branch: wr_id from rq_wrid_array at the CQE's WQE
@@ -293,7 +293,7 @@ func (c *CQ) pollRQ(q *QP, info *CQPollInfo, e CQE, qword3 uint64, moveHead *boo
 		if !q.rq.moreWork() {
 			return nil, ErrCQEmpty
 		}
-		arrayIdx = q.rq.tail
+		arrayIdx = q.rq.tail.Load()
 	}
 	info.WrID = q.rqWrID[arrayIdx%q.rq.size]
 	info.BytesXfered = e.PayloadLen()
@@ -301,7 +301,7 @@ func (c *CQ) pollRQ(q *QP, info *CQPollInfo, e CQE, qword3 uint64, moveHead *boo
 		info.StagInvalidSet = true
 		info.InvSTag = e.InvSTag()
 	}
-	q.rq.tail = (arrayIdx + 1) % q.rq.size
+	q.rq.tail.Store((arrayIdx + 1) % q.rq.size)
 	if info.CompStatus == CompFlushed && q.rq.moreWork() {
 		*moveHead = false
 	}
@@ -319,18 +319,18 @@ func (c *CQ) pollSQ(q *QP, info *CQPollInfo) (*ring, error) {
 		if info.CompStatus == CompSuccess {
 			info.BytesXfered = t.WrLen
 		}
-		q.sq.tail = (info.WQEIdx + uint32(max(t.Quanta, 1))) % q.sq.size
+		q.sq.tail.Store((info.WQEIdx + uint32(max(t.Quanta, 1))) % q.sq.size)
 		return &q.sq, nil
 	}
 	for {
 		if !q.sq.moreWork() {
 			return nil, ErrCQEmpty
 		}
-		tail := q.sq.tail
+		tail := q.sq.tail.Load()
 		hdr := load64(q.sqBuf, int(tail)*QuantumSize+24)
 		op := uint8(hdr >> sqOpcodeShift & 0x3f)
 		t := q.sqTrk[tail]
-		q.sq.tail = (tail + uint32(max(t.Quanta, 1))) % q.sq.size
+		q.sq.tail.Store((tail + uint32(max(t.Quanta, 1))) % q.sq.size)
 		if op != OpNOP {
 			info.OpType = op
 			info.WrID = t.WrID

@@ -293,7 +293,10 @@ func TestGoldenSQBitEquality(t *testing.T) {
 				for i := range q.sqBuf {
 					q.sqBuf[i] = fill
 				}
-				q.sq.head, q.sq.tail, q.swqePol, q.initialHead = g.HeadBefore, *g.TailBefore, g.PolarityBefore, g.HeadBefore
+				q.sq.head.Store(g.HeadBefore)
+				q.sq.tail.Store(*g.TailBefore)
+				q.swqePol = g.PolarityBefore
+				q.initialHead = g.HeadBefore
 				wr := g.sendWR(t)
 				if n, err := q.PostSend([]SendWR{wr}); n != 1 || err != nil {
 					t.Fatalf("PostSend: %d, %v", n, err)
@@ -339,7 +342,9 @@ func TestGoldenRQBitEquality(t *testing.T) {
 			if q.RQSize() != g.RQRingWQEs {
 				t.Fatalf("RQ of %d WQEs, golden %d", q.RQSize(), g.RQRingWQEs)
 			}
-			q.rq.head, q.rq.tail, q.rwqePol = g.HeadBefore, g.HeadBefore, g.PolarityBefore
+			q.rq.head.Store(g.HeadBefore)
+			q.rq.tail.Store(g.HeadBefore)
+			q.rwqePol = g.PolarityBefore
 			var sges []SGE
 			for _, s := range g.WR.SGList {
 				sges = append(sges, SGE{Addr: uint64(s.Addr), Length: s.Length, LKey: uint32(s.LKey)})
@@ -430,7 +435,9 @@ func TestGoldenRefusals(t *testing.T) {
 // then refuses with ENOMEM, head at 264.
 func TestGoldenSQCapacity(t *testing.T) {
 	q := goldenQP(t, QPTypeUD, GEN2)
-	q.sq.head, q.sq.tail, q.initialHead = 9, 9, 9
+	q.sq.head.Store(9)
+	q.sq.tail.Store(9)
+	q.initialHead = 9
 	wr := SendWR{Opcode: WRSend, SGList: []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
 	accepted := 0
 	for {

@@ -3,6 +3,7 @@ package uk
 import (
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -48,10 +49,11 @@ func DefaultCaps(t QPType) QPCaps {
 
 // ring is irdma's struct irdma_ring and the IRDMA_RING_* macros.
 type ring struct {
-	head, tail, size uint32
+	head, tail atomic.Uint32 // head: the poster's; tail: the poller's (read by both, under different locks)
+	size       uint32
 }
 
-func (r *ring) used() uint32   { return (r.head + r.size - r.tail) % r.size }
+func (r *ring) used() uint32   { return (r.head.Load() + r.size - r.tail.Load()) % r.size }
 func (r *ring) moreWork() bool { return r.used() != 0 }
 func (r *ring) full() bool     { return r.used() == r.size-1 }
 
@@ -187,10 +189,10 @@ func (q *QP) ID() uint32 { return q.id }
 func (q *QP) Type() QPType { return q.typ }
 
 // SQHead is the SQ producer index in quanta (where the next WQE goes).
-func (q *QP) SQHead() uint32 { return q.sq.head }
+func (q *QP) SQHead() uint32 { return q.sq.head.Load() }
 
 // SQTail is the oldest SQ quantum not yet retired by a completion.
-func (q *QP) SQTail() uint32 { return q.sq.tail }
+func (q *QP) SQTail() uint32 { return q.sq.tail.Load() }
 
 // SQSize is the SQ ring size in quanta.
 func (q *QP) SQSize() uint32 { return q.sq.size }
@@ -205,10 +207,10 @@ func (q *QP) SQFreeQuanta() uint32 { return q.sq.sqFree() }
 func (q *QP) SQTrack(idx uint32) SQTrack { return q.sqTrk[idx%q.sq.size] }
 
 // RQHead is the RQ producer index in WQEs.
-func (q *QP) RQHead() uint32 { return q.rq.head }
+func (q *QP) RQHead() uint32 { return q.rq.head.Load() }
 
 // RQTail is the oldest RQ WQE not yet completed.
-func (q *QP) RQTail() uint32 { return q.rq.tail }
+func (q *QP) RQTail() uint32 { return q.rq.tail.Load() }
 
 // RQSize is the RQ ring size in WQEs.
 func (q *QP) RQSize() uint32 { return q.rq.size }

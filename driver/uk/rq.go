@@ -22,8 +22,8 @@ func (q *QP) PostReceive(wrID uint64, sges []SGE) error {
 	if q.rq.full() {
 		return ErrNoMem
 	}
-	idx := q.rq.head
-	q.rq.head = (q.rq.head + 1) % q.rq.size
+	idx := q.rq.head.Load()
+	q.rq.head.Store((q.rq.head.Load() + 1) % q.rq.size)
 	if idx == 0 {
 		q.rwqePol ^= 1
 	}

@@ -127,7 +127,7 @@ func (q *QP) validBit() uint64 { return uint64(q.swqePol) << sqValidShift }
 // stride ahead of the head that no valid WQE uses.
 func (q *QP) nextSendWQE(quanta uint16, totalLen uint32, wrID uint64, signaled bool) (uint32, bool) {
 	chunk := q.lim.MaxSQChunk
-	avail := chunk - q.sq.head%chunk
+	avail := chunk - q.sq.head.Load()%chunk
 	if uint32(quanta) <= avail {
 		if uint32(quanta) > q.sq.sqFree() {
 			return 0, false
@@ -138,14 +138,14 @@ func (q *QP) nextSendWQE(quanta uint16, totalLen uint32, wrID uint64, signaled b
 		}
 		for range avail {
 			q.nop1()
-			q.sq.head = (q.sq.head + 1) % q.sq.size
+			q.sq.head.Store((q.sq.head.Load() + 1) % q.sq.size)
 		}
 	}
-	idx := q.sq.head
+	idx := q.sq.head.Load()
 	if idx == 0 {
 		q.swqePol ^= 1
 	}
-	q.sq.head = (q.sq.head + uint32(quanta)) % q.sq.size
+	q.sq.head.Store((q.sq.head.Load() + uint32(quanta)) % q.sq.size)
 	q.sqTrk[idx] = SQTrack{WrID: wrID, WrLen: totalLen, Quanta: quanta, Signaled: signaled}
 	q.clrWQEs(idx)
 	return idx, true
@@ -154,7 +154,7 @@ func (q *QP) nextSendWQE(quanta uint16, totalLen uint32, wrID uint64, signaled b
 // nop1 is irdma_nop_1: an unsignaled padding NOP at the head, tracked as
 // one quantum so a completion's tail walk steps over it.
 func (q *QP) nop1() {
-	idx := q.sq.head
+	idx := q.sq.head.Load()
 	q.sqTrk[idx] = SQTrack{Quanta: 1}
 	w := q.sqWQE(idx, 1)
 	put64(w, 0, 0)
@@ -571,7 +571,7 @@ func (q *QP) NOP(wrID uint64, signaled bool) error {
 // new WQEs by their valid bits. User space (libirdma) always rings.
 func (q *QP) SQDoorbell() bool {
 	hwTail := uint32(load64(q.shadow, 0) & qpShadowHWSQTailMask)
-	head, init := q.sq.head, q.initialHead
+	head, init := q.sq.head.Load(), q.initialHead
 	ring := false
 	if head != init && head != hwTail {
 		if head > init {

@@ -16,7 +16,9 @@ func TestSQWrapPolarityAndNOPPadding(t *testing.T) {
 	sges := []SGE{{Addr: 1, Length: 2, LKey: 3}, {Addr: 4, Length: 5, LKey: 6}, {Addr: 7, Length: 8, LKey: 9}, {Addr: 10, Length: 11, LKey: 12}}
 	// First lap, head 509: a 3-quanta WQE fits in 509..511? 509 % 8 = 5,
 	// three quanta left in the chunk: yes.
-	q.sq.head, q.sq.tail, q.swqePol = 509, 509, 1
+	q.sq.head.Store(509)
+	q.sq.tail.Store(509)
+	q.swqePol = 1
 	if n, err := q.PostSend([]SendWR{{WrID: 1, Opcode: WRSend, SGList: sges}}); n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
@@ -26,7 +28,9 @@ func TestSQWrapPolarityAndNOPPadding(t *testing.T) {
 	// Head 510: a 3-quanta WQE does not fit the 2 quanta left; two NOPs
 	// (first-lap polarity) pad to the wrap, and the WQE starts the second
 	// lap at index 0 with VALID=0.
-	q.sq.head, q.sq.tail, q.swqePol = 510, 510, 1
+	q.sq.head.Store(510)
+	q.sq.tail.Store(510)
+	q.swqePol = 1
 	for i := range q.sqBuf {
 		q.sqBuf[i] = 0xee
 	}
@@ -73,7 +77,9 @@ func TestSQClrWQEs(t *testing.T) {
 			for i := range q.sqBuf {
 				q.sqBuf[i] = 0x5a
 			}
-			q.sq.head, q.sq.tail, q.swqePol = tc.head, tc.head, tc.pol
+			q.sq.head.Store(tc.head)
+			q.sq.tail.Store(tc.head)
+			q.swqePol = tc.pol
 			if err := q.NOP(1, false); err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +99,9 @@ func TestSQClrWQEs(t *testing.T) {
 	}
 	// Not a multiple of 128: nothing cleared.
 	q := goldenQP(t, QPTypeRC, GEN2)
-	q.sq.head, q.sq.tail, q.swqePol = 5, 5, 1
+	q.sq.head.Store(5)
+	q.sq.tail.Store(5)
+	q.swqePol = 1
 	for i := range q.sqBuf {
 		q.sqBuf[i] = 0x5a
 	}
@@ -126,7 +134,8 @@ func TestSQDoorbell(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			q := goldenQP(t, QPTypeRC, GEN2)
-			q.initialHead, q.sq.head = tc.initial, tc.head
+			q.initialHead = tc.initial
+			q.sq.head.Store(tc.head)
 			// The hardware tail is [14:0] of shadow qword0; upper bits are
 			// not part of it.
 			binary.LittleEndian.PutUint64(q.shadow, 0xffff_0000_0000_0000|uint64(tc.hwT))
@@ -201,7 +210,9 @@ func TestUserPathBuilders(t *testing.T) {
 		}
 		t.Run(g.Case, func(t *testing.T) {
 			q := goldenQP(t, QPTypeRC, GEN2)
-			q.sq.head, q.sq.tail, q.swqePol = *g.Index, *g.Index, g.Polarity
+			q.sq.head.Store(*g.Index)
+			q.sq.tail.Store(*g.Index)
+			q.swqePol = g.Polarity
 			if err := post(q); err != nil {
 				t.Fatal(err)
 			}
@@ -212,7 +223,9 @@ func TestUserPathBuilders(t *testing.T) {
 				return
 			}
 			k := goldenQP(t, QPTypeRC, GEN2)
-			k.sq.head, k.sq.tail, k.swqePol = *g.Index, *g.Index, g.Polarity
+			k.sq.head.Store(*g.Index)
+			k.sq.tail.Store(*g.Index)
+			k.swqePol = g.Polarity
 			if n, err := k.PostSend([]SendWR{wr}); n != 1 || err != nil {
 				t.Fatal(n, err)
 			}
@@ -303,7 +316,7 @@ func TestRQFullAndWrap(t *testing.T) {
 	if n, err := q.PostRecv([]RecvWR{{WrID: 99}}); n != 0 || !errors.Is(err, ErrNoMem) {
 		t.Fatalf("full RQ: %d %v", n, err)
 	}
-	q.rq.tail = 31 // all completed
+	q.rq.tail.Store(31) // all completed
 	if n, err := q.PostRecv([]RecvWR{{WrID: 31}, {WrID: 32, SGList: []SGE{{Addr: 5, Length: 6, LKey: 7}, {Addr: 8, Length: 9, LKey: 10}}}}); n != 1 || !errors.Is(err, ErrInvalid) {
 		t.Fatalf("2 SGEs on a max_recv_sge 1 QP: %d %v", n, err)
 	}
@@ -323,12 +336,12 @@ func TestNoAllocs(t *testing.T) {
 		{WrID: 2, Opcode: WRRDMAWrite, Flags: SendInline, InlineData: make([]byte, 40)}}
 	var info CQPollInfo
 	allocs := testing.AllocsPerRun(50, func() {
-		f.rc.sq.tail = f.rc.sq.head
+		f.rc.sq.tail.Store(f.rc.sq.head.Load())
 		if _, err := f.rc.PostSend(wrs); err != nil {
 			t.Fatal(err)
 		}
 		_ = f.rc.SQDoorbell()
-		idx := (f.rc.sq.head + f.rc.sq.size - 4) % f.rc.sq.size
+		idx := (f.rc.sq.head.Load() + f.rc.sq.size - 4) % f.rc.sq.size
 		f.cqe(int(f.cq.Head()), 0, ctxRC, 0, uint64(f.cq.Polarity())<<63|cSQ|cOp(OpSend)|cWQEIdx(idx))
 		if err := f.cq.PollCmpl(&info); err != nil {
 			t.Fatal(err)
