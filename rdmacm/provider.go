@@ -28,6 +28,9 @@ type Config struct {
 	// Port returns the port's current state: addresses, GID table, MTU,
 	// MAC.
 	Port func() netport.Info
+	// GIDs returns the port's GID table as programs see it (sysfs, and
+	// QUERY_GID of uverbs): entry i is GID index i.
+	GIDs func() [][16]byte
 	// Resolve returns the next hop's MAC for an address (the neighbour
 	// table), as rdma_resolve_ip's addr_resolve does.
 	Resolve func(ctx context.Context, ip netip.Addr) ([6]byte, error)
@@ -68,8 +71,8 @@ type bindKey struct {
 
 // NewProvider returns the RDMA CM of a device.
 func NewProvider(cfg Config) (*Provider, error) {
-	if cfg.Port == nil || cfg.Resolve == nil {
-		return nil, errors.New("rdmacm: Config needs Port and Resolve")
+	if cfg.Port == nil || cfg.Resolve == nil || cfg.GIDs == nil {
+		return nil, errors.New("rdmacm: Config needs Port, GIDs and Resolve")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -227,16 +230,12 @@ func (p *Provider) pickSource(dst netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// gidIndex finds the GID table index of an address's RoCE v2 GID.
+// gidIndex finds the GID table index of a RoCE v2 GID (index 0, the
+// link-local default GID, only for a link-local address).
 func (p *Provider) gidIndex(gid [16]byte) (int, bool) {
-	for _, e := range p.cfg.Port().GIDs {
-		if [16]byte(e.GID) == gid && !e.Default {
-			return e.Index, true
-		}
-	}
-	for _, e := range p.cfg.Port().GIDs {
-		if [16]byte(e.GID) == gid {
-			return e.Index, true
+	for i, g := range p.cfg.GIDs() {
+		if g == gid {
+			return i, true
 		}
 	}
 	return 0, false
