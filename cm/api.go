@@ -39,7 +39,9 @@
 // destroyed after it returns, as a non-zero return of a kernel cm_handler
 // does. Handlers must not block for long (queue the event to a channel of
 // your own): they run on the goroutine that delivered the MAD or fired the
-// timer, and every other event of the device waits for them.
+// timer, and every other event of the device waits for them. Once Destroy
+// has returned no new handler call starts for that ID; a call already
+// running on another goroutine may still be finishing.
 //
 // A REQ (or SIDR_REQ) that matches a listening ID creates a new ID, in
 // state REQ_RCVD (SIDR_REQ_RCVD), with the listener's Handler and Context;
@@ -89,6 +91,10 @@ const (
 	REJARILength           = 72
 	SIDRREPInfoLength      = 72
 )
+
+// MRAFlagDelay is the kernel's IB_CM_MRA_FLAG_DELAY: or-ed into SendMRA's
+// service timeout, the MRA is sent only when a duplicate arrives.
+const MRAFlagDelay = 0x80
 
 // Defaults taken from the kernel.
 const (
@@ -187,6 +193,9 @@ type Path struct {
 	// DMAC is the next hop's MAC address for the peer's GID; zero means
 	// "resolve it" (the transport resolves it from DGID as an AH does).
 	DMAC [6]byte
+	// Rate is the IBTA static rate enumeration (the REQ's packet rate);
+	// 0 means "port current".
+	Rate uint8
 }
 
 // REQParam is the kernel's struct ib_cm_req_param for RoCE.
@@ -195,7 +204,9 @@ type REQParam struct {
 	ServiceID uint64
 	QPN       uint32 // our QP (24 bits)
 	QPType    QPType
-	// StartingPSN is our send queue's first PSN (24 bits).
+	// StartingPSN (24 bits) is, as in cm.c, the first PSN this side's
+	// receive queue expects: the peer's send queue starts there
+	// (InitQPAttr gives it as our RTR rq_psn and the peer's RTS sq_psn).
 	StartingPSN uint32
 	PrivateData []byte // ≤ REQPrivateDataSize
 	// ResponderResources: RDMA READ/atomics we accept (our
@@ -221,7 +232,9 @@ type REQParam struct {
 
 // REPParam is the kernel's struct ib_cm_rep_param.
 type REPParam struct {
-	QPN                uint32
+	QPN uint32
+	// StartingPSN: the first PSN our receive queue expects (the active
+	// side's send PSN), as REQParam.StartingPSN.
 	StartingPSN        uint32
 	PrivateData        []byte // ≤ REPPrivateDataSize
 	ResponderResources uint8
@@ -307,7 +320,10 @@ const (
 	RejVendorOUI            RejReason = 35 // ib_cm.h IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED
 )
 
-// REQEvent is the kernel's struct ib_cm_req_event_param.
+// REQEvent is the kernel's struct ib_cm_req_event_param. As there, the
+// fields are from the receiver's point of view: ResponderResources is the
+// requester's initiator depth and InitiatorDepth its responder resources;
+// LocalCMResponseTimeout is the REQ's remote one and the reverse.
 type REQEvent struct {
 	ServiceID uint64
 	// Path is the path as seen from this side: SGID is our GID, DGID the
@@ -320,7 +336,7 @@ type REQEvent struct {
 	RemoteQPN               uint32
 	QPType                  QPType
 	StartingPSN             uint32
-	ResponderResources      uint8 // the requester's; we answer with ≤ its InitiatorDepth
+	ResponderResources      uint8
 	InitiatorDepth          uint8
 	LocalCMResponseTimeout  uint8
 	FlowControl             bool
@@ -502,8 +518,15 @@ type Config struct {
 	// rejected with RejNoResources beyond it); 0 means 4096.
 	MaxIDs int
 	// Timewait overrides the timewait duration (0: derived from the
-	// connection's timeouts as cm.c does).
+	// connection's local ACK timeout as cm.c:cm_enter_timewait does).
 	Timewait time.Duration
+	// CAACKDelay is the device's local CA ACK delay exponent (irdma: 0),
+	// sent as a REP's target ACK delay and used in cm_ack_timeout.
+	CAACKDelay uint8
+	// LookupGID finds a GID in the port's GID table: a REQ naming a GID
+	// we do not have is rejected with RejInvalidGID (cm.c
+	// cm_init_av_by_path failing in cm_req_handler). nil accepts any.
+	LookupGID func(gid [16]byte) (index uint8, ok bool)
 }
 
 // Stats are the Manager's counters (exposed in the daemon's stats).
@@ -522,8 +545,9 @@ type Stats struct {
 	SendErrors        uint64 // the transport refused a MAD
 	REJSent           uint64
 	REJReceived       uint64
-	StaleRejected     uint64 // REQ for a QPN/comm ID still in timewait
+	StaleRejected     uint64 // REQ/REP from a remote QPN or comm ID still connected to another ID
 	IDs               uint64 // IDs alive now (gauge)
+	Timewaits         uint64 // connections in timewait now (gauge; they outlive their IDs)
 }
 
 // Manager is the CM of one device: its IDs, listeners, timers and
@@ -591,15 +615,18 @@ func (c *ID) SendREP(p *REPParam) error { return c.sendREP(p) }
 // SendRTU is ib_send_cm_rtu (REP_RCVD or MRA_REP_SENT → ESTABLISHED).
 func (c *ID) SendRTU(privateData []byte) error { return c.sendRTU(privateData) }
 
-// SendREJ is ib_send_cm_rej: valid in REQ_SENT/RCVD, MRA_*, REP_SENT/RCVD
-// (and Established: the kernel allows it and moves to timewait).
+// SendREJ is ib_send_cm_rej: valid in REQ_SENT, REQ_RCVD, REP_SENT,
+// REP_RCVD and the MRA states. The ID returns to Idle, or enters timewait
+// from REP_SENT / MRA_REP_RCVD (the peer may hold a QP for it already).
 func (c *ID) SendREJ(reason RejReason, ari, privateData []byte) error {
 	return c.sendREJ(reason, ari, privateData)
 }
 
 // SendMRA is ib_send_cm_mra: in REQ_RCVD (→ MRA_REQ_SENT) or REP_RCVD
 // (→ MRA_REP_SENT), asking the peer to wait serviceTimeout (an IBTA time
-// exponent) longer.
+// exponent, low 5 bits) longer. With MRAFlagDelay set in serviceTimeout
+// the MRA is not sent now, only in answer to a duplicate REQ/REP (what
+// cma.c's CMA_CM_MRA_SETTING asks for).
 func (c *ID) SendMRA(serviceTimeout uint8, privateData []byte) error {
 	return c.sendMRA(serviceTimeout, privateData)
 }
