@@ -723,13 +723,13 @@ func (p *Provider) onCM(c *cm.ID, ev *cm.Event) error {
 		r := ev.REP
 		id.gotREP = true
 		id.peerQPN, id.peerPSN = r.RemoteQPN, r.StartingPSN
-		// cm_format_rep_event swaps: the peer's initiator depth bounds
-		// our responder resources, and the other way round.
-		id.respRes = min(id.respRes, r.InitiatorDepth)
-		id.initDepth = min(id.initDepth, r.ResponderResources)
+		// The cm has already swapped the REP's two numbers
+		// (cm_format_rep_event): ResponderResources is the peer's
+		// initiator depth, what our QP answers as responder.
+		id.respRes, id.initDepth = r.ResponderResources, r.InitiatorDepth
 		id.rnrRetry = r.RNRRetryCount & 7
 		out.typ = EventConnectResponse
-		putConnParam(out.param[:], ev.PrivateData, r.RemoteQPN, r.InitiatorDepth, r.ResponderResources,
+		putConnParam(out.param[:], ev.PrivateData, r.RemoteQPN, r.ResponderResources, r.InitiatorDepth,
 			r.FlowControl, 0, r.RNRRetryCount, r.SRQ)
 	case cm.EventRTUReceived, cm.EventUserEstablished:
 		if id.state != stateConnect {
@@ -851,12 +851,14 @@ func (p *Provider) onRequest(c *cm.ID, ev *cm.Event) error {
 	} else {
 		r := ev.REQ
 		n.peerQPN, n.peerPSN = r.RemoteQPN, r.StartingPSN
-		// cm_format_req_event swaps the requester's two numbers: its
-		// initiator depth is what we may grant as responder.
-		n.respRes, n.initDepth = r.InitiatorDepth, r.ResponderResources
+		// The cm has swapped the REQ's two numbers (cm_format_req_event):
+		// ResponderResources is the requester's initiator depth, what
+		// we may grant as responder; cma_set_req_event_data passes them
+		// on as they are.
+		n.respRes, n.initDepth = r.ResponderResources, r.InitiatorDepth
 		n.retryCount, n.rnrRetry = r.RetryCount&7, r.RNRRetryCount&7
 		n.ackTimeout = r.LocalACKTimeout
-		putConnParam(out.param[:], ev.PrivateData[cmaHdrSize:], r.RemoteQPN, r.InitiatorDepth, r.ResponderResources,
+		putConnParam(out.param[:], ev.PrivateData[cmaHdrSize:], r.RemoteQPN, r.ResponderResources, r.InitiatorDepth,
 			r.FlowControl, r.RetryCount, r.RNRRetryCount, r.SRQ)
 	}
 	l.backlog--
