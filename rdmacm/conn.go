@@ -812,6 +812,7 @@ func (p *Provider) onRequest(c *cm.ID, ev *cm.Event) error {
 	}
 	ps, port := uint16(sid>>16), uint16(sid)
 	src, dst, ok := parseCmaHdr(ev.PrivateData, port)
+
 	if !ok {
 		return syscall.EINVAL
 	}
