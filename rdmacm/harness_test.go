@@ -66,7 +66,7 @@ func newDevice(t *testing.T, w *wire, addr string, n byte) *device {
 	ll := [16]byte{0: 0xfe, 1: 0x80, 15: n}
 	guid := uint64(0x0200_00ff_fe00_0000) | uint64(n)
 	m, err := cm.NewManager(cm.Config{Transport: &port{w: w, gid: gid}, Clock: timing.NewWall(), CAGUID: guid, Port: 1,
-		Timewait: 50 * time.Millisecond,
+		Timewait:  50 * time.Millisecond,
 		LookupGID: func(g [16]byte) (uint8, bool) { return 1, g == gid }})
 	if err != nil {
 		t.Fatal(err)
