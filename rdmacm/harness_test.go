@@ -323,3 +323,9 @@ func (c *channel) readable() bool {
 	n, _ := unix.Poll(fds, 0)
 	return n == 1 && fds[0].Revents&unix.POLLIN != 0
 }
+
+// waitReadable blocks on the readiness descriptor (at most a second).
+func waitReadable(c *channel) {
+	fds := []unix.PollFd{{Fd: int32(c.ready), Events: unix.POLLIN}}
+	_, _ = unix.Poll(fds, 1000)
+}

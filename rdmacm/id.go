@@ -333,7 +333,6 @@ func (p *Provider) bindLocked(id *cmID, a sockAddr) error {
 			}
 			return syscall.EADDRNOTAVAIL
 		}
-		id.device = true
 	}
 	if a.port == 0 {
 		for range 64 {
@@ -350,6 +349,7 @@ func (p *Provider) bindLocked(id *cmID, a sockAddr) error {
 		return syscall.EADDRINUSE
 	}
 	id.src = a
+	id.device = !a.isAny()
 	k := bindKey{id.ps, a.port}
 	p.binds[k] = append(p.binds[k], id)
 	id.bound = true
