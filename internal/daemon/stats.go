@@ -49,6 +49,10 @@ type Resources struct {
 	McastGroups int `json:"mcast_groups"`
 	BusRegions  int `json:"bus_regions"`
 	Transports  int `json:"transports"` // port.active_qps
+	// CMChannels and CMIDs are the RDMA CM's open event channels
+	// (/dev/infiniband/rdma_cm files) and their ids (rdmacm).
+	CMChannels int `json:"cm_channels"`
+	CMIDs      int `json:"cm_ids"`
 }
 
 // sessionCounter is implemented by an attach handler that counts its
@@ -286,6 +290,10 @@ func (d *Daemon) resources(transports int) Resources {
 		McastGroups: r.McastGroups, BusRegions: d.dev.Mem().NumRegions(), Transports: transports}
 	if sc, ok := d.handler.(sessionCounter); ok {
 		out.Sessions = sc.Sessions()
+	}
+	if cma := d.RdmaCM(); cma != nil {
+		c := cma.Counts()
+		out.CMChannels, out.CMIDs = c.Channels, c.IDs
 	}
 	return out
 }
