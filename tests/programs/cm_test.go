@@ -1,0 +1,137 @@
+package programs_test
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/irdma-emu/irdma-emu/internal/daemon"
+)
+
+// The RDMA CM through unmodified librdmacm programs (rdmacm-utils):
+// rping connects with rdma_resolve_addr … rdma_connect / rdma_accept,
+// moves data with SEND and RDMA READ/WRITE and disconnects; every command
+// reaches the daemon's rdmacm through the preload's
+// /dev/infiniband/rdma_cm (docs/cm.md).
+
+// rpingPort is the RDMA CM port of the tests: each test has daemons of its
+// own, and RDMA CM ports belong to a device, so tests do not collide.
+const rpingPort = "7174"
+
+var pingData = regexp.MustCompile(`(?m)^ping data: rdma-ping-(\d+): `)
+
+// checkPings asserts that the client printed count verified pings, in
+// order (rping -V compares each echoed buffer with what it sent and
+// stops on a mismatch).
+func checkPings(t *testing.T, p *prog, count int) {
+	t.Helper()
+	m := pingData.FindAllStringSubmatch(p.stdout.String(), -1)
+	if len(m) != count {
+		t.Fatalf("%s printed %d pings, want %d\n%s", p.name, len(m), count, dump(p))
+	}
+	for i, x := range m {
+		if x[1] != fmt.Sprint(i) {
+			t.Fatalf("%s: ping %d is numbered %s\n%s", p.name, i, x[1], dump(p))
+		}
+	}
+	if strings.Contains(p.stderr.String(), "data mismatch") {
+		t.Fatalf("%s: data mismatch\n%s", p.name, dump(p))
+	}
+}
+
+// rpingPair runs an rping server on srv and a client on cli against
+// srv's address and checks both.
+func rpingPair(t *testing.T, srv, cli *node, count int) time.Duration {
+	t.Helper()
+	s := srv.run(t, "rping", "-s", "-a", srv.addr.String(), "-p", rpingPort, "-C", fmt.Sprint(count), "-v")
+	waitCMListen(t, srv, s)
+	c := cli.run(t, "rping", "-c", "-a", srv.addr.String(), "-p", rpingPort, "-C", fmt.Sprint(count), "-v", "-V")
+	if code := c.wait(t, 60*time.Second, s); code != 0 {
+		t.Fatalf("rping client exit status %d\n%s", code, dump(c, s))
+	}
+	if code := s.wait(t, 30*time.Second, c); code != 0 {
+		t.Fatalf("rping server exit status %d\n%s", code, dump(s, c))
+	}
+	checkPings(t, c, count)
+	return c.took
+}
+
+// waitCMListen waits until the program has an RDMA CM listener on the
+// node (a CM id and a listen in the daemon's resources: nothing else
+// tells from outside that rdma_listen has returned).
+func waitCMListen(t *testing.T, n *node, p *prog) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if r := n.stats(t).Resources; r.CMIDs > 0 && r.PDs > 0 {
+			return
+		}
+		if p.exited() {
+			t.Fatalf("%s exited before it listened\n%s", p.name, dump(p))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has no RDMA CM id after 30s\n%s", p.name, dump(p))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRpingTwoDaemons(t *testing.T) {
+	needPrograms(t, "rping")
+	nodes := startNodes(t, 2)
+	base := []daemon.Resources{nodes[0].stats(t).Resources, nodes[1].stats(t).Resources}
+	took := rpingPair(t, nodes[0], nodes[1], 200)
+	report.add("rping -C 200 -v between two daemons: %v", took.Round(time.Millisecond))
+	nodes[0].waitResources(t, base[0], 10*time.Second)
+	nodes[1].waitResources(t, base[1], 10*time.Second)
+}
+
+func TestRpingLoopback(t *testing.T) {
+	needPrograms(t, "rping")
+	n := startNodes(t, 1)[0]
+	base := n.stats(t).Resources
+	took := rpingPair(t, n, n, 200)
+	report.add("rping -C 200 -v, both ends on one daemon: %v", took.Round(time.Millisecond))
+	n.waitResources(t, base, 10*time.Second)
+}
+
+// TestRpingRejected: a client connecting to a port nobody listens on gets
+// RDMA_CM_EVENT_REJECTED with reason 8 (invalid service ID, IBTA Vol 1
+// Table 112) from the peer's CM, at once — not after retries.
+func TestRpingRejected(t *testing.T) {
+	needPrograms(t, "rping")
+	nodes := startNodes(t, 2)
+	c := nodes[1].run(t, "rping", "-c", "-a", nodes[0].addr.String(), "-p", "9", "-C", "1", "-v")
+	if code := c.wait(t, 20*time.Second); code == 0 {
+		t.Fatalf("rping to a port nobody listens on exited 0\n%s", dump(c))
+	}
+	if !strings.Contains(c.stderr.String(), "RDMA_CM_EVENT_REJECTED, error 8") {
+		t.Fatalf("no REJECTED event with reason 8\n%s", dump(c))
+	}
+}
+
+// TestRpingKilled: killing the client in mid-run leaves both daemons'
+// resources (CM ids, QPs, …) at their baseline, the server sees the
+// connection end, and the next pair connects.
+func TestRpingKilled(t *testing.T) {
+	needPrograms(t, "rping")
+	nodes := startNodes(t, 2)
+	base := []daemon.Resources{nodes[0].stats(t).Resources, nodes[1].stats(t).Resources}
+	s := nodes[0].run(t, "rping", "-s", "-a", nodes[0].addr.String(), "-p", rpingPort, "-v")
+	waitCMListen(t, nodes[0], s)
+	c := nodes[1].run(t, "rping", "-c", "-a", nodes[0].addr.String(), "-p", rpingPort, "-v")
+	deadline := time.Now().Add(30 * time.Second)
+	for len(pingData.FindAllString(c.stdout.String(), -1)) < 20 {
+		if c.exited() || time.Now().After(deadline) {
+			t.Fatalf("the client is not pinging\n%s", dump(c, s))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.kill()
+	s.wait(t, 30*time.Second, c) // DREQ (or the QP's error) ends the server's loop
+	nodes[0].waitResources(t, base[0], 10*time.Second)
+	nodes[1].waitResources(t, base[1], 10*time.Second)
+	rpingPair(t, nodes[0], nodes[1], 10)
+}
