@@ -60,7 +60,12 @@ func TestBadCommands(t *testing.T) {
 		{name: "BIND_IP AF_IB", cmd: CmdBindIP, body: bind(idle, sib), want: syscall.EAFNOSUPPORT},
 		{name: "BIND_IP port in use", cmd: CmdBindIP, body: bind(idle, sockaddr("10.0.0.1:5000")), want: syscall.EADDRINUSE},
 		{name: "BIND_IP another channel's id", cmd: CmdBindIP, body: bind(theirs, sockaddr("10.0.0.1:5002")), want: syscall.EINVAL},
-		{name: "BIND reserved not zero", cmd: CmdBind, body: body(sizeBind, func(b []byte) { le.PutUint32(b, idle); le.PutUint16(b[4:], 16); le.PutUint16(b[6:], 1); copy(b[8:], sockaddr("10.0.0.1:1")) }), want: syscall.EINVAL},
+		{name: "BIND reserved not zero", cmd: CmdBind, body: body(sizeBind, func(b []byte) {
+			le.PutUint32(b, idle)
+			le.PutUint16(b[4:], 16)
+			le.PutUint16(b[6:], 1)
+			copy(b[8:], sockaddr("10.0.0.1:1"))
+		}), want: syscall.EINVAL},
 		{name: "BIND size not the family's", cmd: CmdBind, body: body(sizeBind, func(b []byte) { le.PutUint32(b, idle); le.PutUint16(b[4:], 28); copy(b[8:], sockaddr("10.0.0.1:1")) }), want: syscall.EINVAL},
 		{name: "RESOLVE_ROUTE before the address", cmd: CmdResolveRoute, body: idOnly(sizeResolveRoute, idle), want: syscall.EINVAL},
 		{name: "RESOLVE_IP wildcard destination", cmd: CmdResolveIP, body: body(sizeResolveIP, func(b []byte) { copy(b[28:], sockaddr("0.0.0.0:1")); le.PutUint32(b[56:], bound) }), want: syscall.EINVAL},
@@ -78,13 +83,31 @@ func TestBadCommands(t *testing.T) {
 		{name: "QUERY unknown option", cmd: CmdQuery, out: 512, body: body(sizeQuery, func(b []byte) { le.PutUint64(b, c.respAddr()); le.PutUint32(b[8:], bound); le.PutUint32(b[12:], 9) }), want: syscall.ENOSYS},
 		{name: "SET_OPTION bad optval", cmd: CmdSetOption, body: body(sizeSetOption, func(b []byte) { le.PutUint64(b, badPtr); le.PutUint32(b[8:], idle); le.PutUint32(b[20:], 1) }), want: syscall.EFAULT},
 		{name: "SET_OPTION TOS of 4 bytes", cmd: CmdSetOption, body: body(sizeSetOption, func(b []byte) { le.PutUint64(b, c.respAddr()); le.PutUint32(b[8:], idle); le.PutUint32(b[20:], 4) }), want: syscall.EINVAL},
-		{name: "SET_OPTION unknown level", cmd: CmdSetOption, body: body(sizeSetOption, func(b []byte) { le.PutUint64(b, c.respAddr()); le.PutUint32(b[8:], idle); le.PutUint32(b[12:], 77); le.PutUint32(b[20:], 1) }), want: syscall.ENOSYS},
+		{name: "SET_OPTION unknown level", cmd: CmdSetOption, body: body(sizeSetOption, func(b []byte) {
+			le.PutUint64(b, c.respAddr())
+			le.PutUint32(b[8:], idle)
+			le.PutUint32(b[12:], 77)
+			le.PutUint32(b[20:], 1)
+		}), want: syscall.ENOSYS},
 		{name: "SET_OPTION huge optlen", cmd: CmdSetOption, body: body(sizeSetOption, func(b []byte) { le.PutUint64(b, c.respAddr()); le.PutUint32(b[8:], idle); le.PutUint32(b[20:], 1<<30) }), want: syscall.ENOMEM},
 		{name: "JOIN_IP_MCAST unicast address", cmd: CmdJoinIPMcast, out: 4, body: func() []byte { copy(mc[16:], sockaddr("10.0.0.9:0")); le.PutUint32(mc[44:], bound); return mc }(), want: syscall.EINVAL},
-		{name: "JOIN_MCAST bad flags", cmd: CmdJoinMcast, out: 4, body: body(sizeJoinMcast, func(b []byte) { le.PutUint32(b[16:], bound); le.PutUint16(b[20:], 16); le.PutUint16(b[22:], 5); copy(b[24:], sockaddr("239.1.1.1:0")) }), want: syscall.EINVAL},
+		{name: "JOIN_MCAST bad flags", cmd: CmdJoinMcast, out: 4, body: body(sizeJoinMcast, func(b []byte) {
+			le.PutUint32(b[16:], bound)
+			le.PutUint16(b[20:], 16)
+			le.PutUint16(b[22:], 5)
+			copy(b[24:], sockaddr("239.1.1.1:0"))
+		}), want: syscall.EINVAL},
 		{name: "LEAVE_MCAST no such join", cmd: CmdLeaveMcast, out: 4, body: withResp(sizeDestroyID, c.respAddr(), 4242), want: syscall.ENOENT},
-		{name: "MIGRATE_ID fd not open", cmd: CmdMigrateID, body: body(sizeMigrateID, func(b []byte) { le.PutUint64(b, c.respAddr()); le.PutUint32(b[8:], idle); le.PutUint32(b[12:], migrateBadFD) }), want: syscall.ENOENT},
-		{name: "MIGRATE_ID fd not rdma_cm", cmd: CmdMigrateID, body: body(sizeMigrateID, func(b []byte) { le.PutUint64(b, c.respAddr()); le.PutUint32(b[8:], idle); le.PutUint32(b[12:], migrateNotUcma) }), want: syscall.EINVAL},
+		{name: "MIGRATE_ID fd not open", cmd: CmdMigrateID, body: body(sizeMigrateID, func(b []byte) {
+			le.PutUint64(b, c.respAddr())
+			le.PutUint32(b[8:], idle)
+			le.PutUint32(b[12:], migrateBadFD)
+		}), want: syscall.ENOENT},
+		{name: "MIGRATE_ID fd not rdma_cm", cmd: CmdMigrateID, body: body(sizeMigrateID, func(b []byte) {
+			le.PutUint64(b, c.respAddr())
+			le.PutUint32(b[8:], idle)
+			le.PutUint32(b[12:], migrateNotUcma)
+		}), want: syscall.EINVAL},
 		{name: "MIGRATE_ID unknown channel", cmd: CmdMigrateID, body: body(sizeMigrateID, func(b []byte) { le.PutUint64(b, c.respAddr()); le.PutUint32(b[8:], idle); le.PutUint32(b[12:], 0x7777) }), want: syscall.ENOENT},
 		{name: "second channel grant", raw: []byte{1, 0x4d, 0x45, 0x49, 0, 0, 8, 0}, want: syscall.EINVAL},
 	}
