@@ -32,7 +32,10 @@ type Config struct {
 	// QUERY_GID of uverbs): entry i is GID index i.
 	GIDs func() [][16]byte
 	// Resolve returns the next hop's MAC for an address (the neighbour
-	// table), as rdma_resolve_ip's addr_resolve does.
+	// table, the device's own MAC for its own addresses), as
+	// rdma_resolve_ip's addr_resolve does. It must give the MAC uverbs
+	// gives for the same address (the REQ's path carries it to the CM's
+	// address handle, and the driver's ARP table has one MAC per IP).
 	Resolve func(ctx context.Context, ip netip.Addr) ([6]byte, error)
 	// CM is the device's IBTA CM; nil serves everything but connections
 	// (CONNECT fails with ENODEV, listens never get requests).

@@ -100,8 +100,6 @@ func (p *Provider) resolveAddr(id *cmID, src, dst sockAddr, timeout time.Duratio
 	}
 	if status == 0 {
 		switch {
-		case p.ownsAddr(dst.ip()):
-			mac = [6]byte(p.cfg.Port().MAC) // the device's loopback
 		case dst.ip().IsMulticast():
 			mac = multicastMAC(dst.ip())
 		default:

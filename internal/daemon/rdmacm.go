@@ -30,10 +30,31 @@ func newRdmaCM(d *Daemon, mgr *cm.Manager) (*rdmacm.Provider, error) {
 			}
 			return out
 		},
-		Resolve: func(ctx context.Context, ip netip.Addr) ([6]byte, error) { return d.Resolve(ctx, ip) },
+		Resolve: d.resolveLikeUverbs,
 		CM:      mgr,
 		Logger:  d.log.Named("rdmacm"),
 	})
+}
+
+// resolveLikeUverbs is the next hop's MAC for ip as uverbs computes it
+// for a QP's or AH's address vector (uverbs resolveDMAC, after
+// ib_resolve_eth_dmac): the device's own MAC for its own and loopback
+// addresses, else the neighbour table. Everyone who puts ip in the
+// driver's ARP table must agree on its MAC: a second MAC for the same IP
+// replaces the entry (irdma_add_arp) and fails the QPs holding the old
+// index with IRDMA_AE_INVALID_ARP_ENTRY.
+func (d *Daemon) resolveLikeUverbs(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+	ip = ip.Unmap()
+	t := d.drv.GIDTable()
+	local := ip.IsLoopback()
+	for _, e := range t {
+		local = local || e.Addr.Unmap() == ip
+	}
+	if local && len(t) > 0 {
+		g := t[0].GID // the EUI-64 link-local GID of the netdev's MAC
+		return [6]byte{g[8] ^ 2, g[9], g[10], g[13], g[14], g[15]}, nil
+	}
+	return d.Resolve(ctx, ip)
 }
 
 // muxHandler serves both device files of a program on one attach socket:
