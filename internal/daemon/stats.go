@@ -53,6 +53,8 @@ type Resources struct {
 	// (/dev/infiniband/rdma_cm files) and their ids (rdmacm).
 	CMChannels int `json:"cm_channels"`
 	CMIDs      int `json:"cm_ids"`
+	CMListens  int `json:"cm_listens"` // service IDs listened on
+
 }
 
 // sessionCounter is implemented by an attach handler that counts its
@@ -293,7 +295,7 @@ func (d *Daemon) resources(transports int) Resources {
 	}
 	if cma := d.RdmaCM(); cma != nil {
 		c := cma.Counts()
-		out.CMChannels, out.CMIDs = c.Channels, c.IDs
+		out.CMChannels, out.CMIDs, out.CMListens = c.Channels, c.IDs, c.Listens
 	}
 	return out
 }

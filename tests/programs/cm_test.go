@@ -58,14 +58,14 @@ func rpingPair(t *testing.T, srv, cli *node, count int) time.Duration {
 	return c.took
 }
 
-// waitCMListen waits until the program has an RDMA CM listener on the
-// node (a CM id and a listen in the daemon's resources: nothing else
-// tells from outside that rdma_listen has returned).
+// waitCMListen waits until the program listens on the node (the
+// daemon's RDMA CM has a service listened on: nothing else tells from
+// outside that rdma_listen has returned).
 func waitCMListen(t *testing.T, n *node, p *prog) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if r := n.stats(t).Resources; r.CMIDs > 0 && r.PDs > 0 {
+		if r := n.stats(t).Resources; r.CMListens > 0 {
 			return
 		}
 		if p.exited() {
@@ -157,4 +157,85 @@ func TestRpingKilled(t *testing.T) {
 	waitCMBaseline(t, nodes[0], base[0])
 	waitCMBaseline(t, nodes[1], base[1])
 	rpingPair(t, nodes[0], nodes[1], 10)
+}
+
+// cmPair runs a server on srv, waits for its listen, then the client on
+// cli; both must exit 0.
+func cmPair(t *testing.T, srv, cli *node, within time.Duration, sargs, cargs []string) (s, c *prog) {
+	t.Helper()
+	s = srv.run(t, sargs...)
+	waitCMListen(t, srv, s)
+	c = cli.run(t, cargs...)
+	if code := c.wait(t, within, s); code != 0 {
+		t.Fatalf("client exit status %d\n%s", code, dump(c, s))
+	}
+	if code := s.wait(t, 30*time.Second, c); code != 0 {
+		t.Fatalf("server exit status %d\n%s", code, dump(s, c))
+	}
+	return s, c
+}
+
+// TestCMTools runs rdmacm-utils' connection tests between two daemons:
+// ucmatose (RC: one connection, then four; the server disconnects first),
+// udaddy (UD with SIDR), rdma_server/rdma_client (rdma_create_ep,
+// rdma_get_request: synchronous ids and MIGRATE_ID).
+func TestCMTools(t *testing.T) {
+	needPrograms(t, "ucmatose", "udaddy", "rdma_server", "rdma_client")
+	nodes := startNodes(t, 2)
+	srv, cli := nodes[0], nodes[1]
+	a := srv.addr.String()
+	base := []daemon.Resources{srv.stats(t).Resources, cli.stats(t).Resources}
+	for _, tc := range []struct {
+		name         string
+		sargs, cargs []string
+		want         string
+	}{
+		{"ucmatose", []string{"ucmatose", "-b", a}, []string{"ucmatose", "-s", a}, "test complete"},
+		{"ucmatose-c4", []string{"ucmatose", "-b", a, "-c", "4"}, []string{"ucmatose", "-s", a, "-c", "4"}, "test complete"},
+		{"udaddy", []string{"udaddy", "-b", a}, []string{"udaddy", "-s", a}, "test complete"},
+		{"rdma_server", []string{"rdma_server", "-s", a}, []string{"rdma_client", "-s", a}, "rdma_client: end 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, c := cmPair(t, srv, cli, 60*time.Second, tc.sargs, tc.cargs)
+			if !strings.Contains(c.stdout.String(), tc.want) {
+				t.Fatalf("client did not print %q\n%s", tc.want, dump(c, s))
+			}
+			report.add("%s between two daemons: %v", strings.Join(tc.cargs, " "), c.took.Round(time.Millisecond))
+			waitCMBaseline(t, srv, base[0])
+			waitCMBaseline(t, cli, base[1])
+		})
+	}
+}
+
+// TestPerftestRdmaCM runs perftest with -R (connection through the RDMA
+// CM instead of its TCP exchange) between two daemons.
+func TestPerftestRdmaCM(t *testing.T) {
+	tools := []struct {
+		tool string
+		lat  bool
+	}{{"ib_send_bw", false}, {"ib_write_bw", false}, {"ib_read_lat", true}}
+	for _, tc := range tools {
+		needPrograms(t, tc.tool)
+	}
+	nodes := startNodes(t, 2)
+	srv, cli := nodes[0], nodes[1]
+	for _, tc := range tools {
+		t.Run(tc.tool, func(t *testing.T) {
+			args := []string{tc.tool, "-R", "-d", "irdma0", "-F", "-n", "200"}
+			s, c := cmPair(t, srv, cli, 120*time.Second, args, append(append([]string(nil), args...), srv.addr.String()))
+			rows := parsePerf(c.stdout.String(), tc.lat)
+			if len(rows) != 1 || rows[0].iters != 200 {
+				t.Fatalf("result rows %+v\n%s", rows, dump(s, c))
+			}
+			r := rows[0]
+			if (tc.lat && r.f[0] <= 0) || (!tc.lat && r.f[1] <= 0) {
+				t.Fatalf("figures %v\n%s", r.f, dump(s, c))
+			}
+			if tc.lat {
+				report.add("%s -R -n 200: t_typical %.2f usec", tc.tool, r.f[2])
+			} else {
+				report.add("%s -R -n 200: %d B average %.2f MB/sec", tc.tool, r.bytes, r.f[1])
+			}
+		})
+	}
 }
