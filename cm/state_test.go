@@ -132,13 +132,13 @@ func TestConnectDisconnect(t *testing.T) {
 
 func TestRejects(t *testing.T) {
 	for _, c := range []struct {
-		name    string
-		listen  bool
-		react   func(id *ID, ev *Event) error
-		mutate  func(p *REQParam)
-		reason  RejReason
-		pd      string
-		keep    bool // the passive consumer keeps its (Idle) ID
+		name   string
+		listen bool
+		react  func(id *ID, ev *Event) error
+		mutate func(p *REQParam)
+		reason RejReason
+		pd     string
+		keep   bool // the passive consumer keeps its (Idle) ID
 	}{
 		{name: "no listener", reason: RejInvalidServiceID},
 		{name: "consumer reject", listen: true, reason: RejConsumerDefined, pd: "go away", keep: true,
