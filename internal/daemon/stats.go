@@ -30,6 +30,8 @@ type Stats struct {
 	QPs []QPStats `json:"qps"`
 	// Resources are what the device holds now.
 	Resources Resources `json:"resources"`
+	// CM are the communication manager's counters (docs/cm.md).
+	CM CMStats `json:"cm"`
 }
 
 // Resources count what the device holds now: the attach sessions (the
@@ -253,6 +255,7 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 		Multicast: es.Loopback.Multicast, NoBuffer: es.Loopback.NoBuffer}
 	s.Cycles = cycles(es.Meter, d.dev.Meter().Model().Hz())
 	s.Resources = d.resources(es.QPs)
+	s.CM = d.cmStats()
 
 	if qpn >= 0 {
 		q, ok := d.qpStats(uint32(qpn))
@@ -287,6 +290,7 @@ func (d *Daemon) resources(transports int) Resources {
 	if sc, ok := d.handler.(sessionCounter); ok {
 		out.Sessions = sc.Sessions()
 	}
+	d.ownResources(&out)
 	return out
 }
 
