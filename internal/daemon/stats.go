@@ -255,6 +255,7 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 		Multicast: es.Loopback.Multicast, NoBuffer: es.Loopback.NoBuffer}
 	s.Cycles = cycles(es.Meter, d.dev.Meter().Model().Hz())
 	s.Resources = d.resources(es.QPs)
+	d.ownResources(&s.Resources)
 	s.CM = d.cmStats()
 
 	if qpn >= 0 {
@@ -290,7 +291,6 @@ func (d *Daemon) resources(transports int) Resources {
 	if sc, ok := d.handler.(sessionCounter); ok {
 		out.Sessions = sc.Sessions()
 	}
-	d.ownResources(&out)
 	return out
 }
 
