@@ -394,32 +394,26 @@ func (a *Agent) SendMAD(to cm.Addr, b []byte) error {
 // ah returns the address handle for to, creating and caching it (the
 // kernel CM keeps one per cm_id's av; a cache per destination is the same
 // for a device's few peers).
+//
+// The destination MAC is found exactly as uverbs finds it for a user AH
+// (uverbs resolveDMAC, ib_resolve_eth_dmac): the device's own addresses
+// get the device's MAC, others the daemon's neighbour lookup; to.DMAC is
+// used only without a resolver (tests on the in-process link). One MAC
+// per IP matters: the driver keeps one ARP entry per IP and replaces it
+// when an AH names another MAC (irdma_add_arp), which would leave every
+// other holder of the old entry pointing at a freed index.
 func (a *Agent) ah(to cm.Addr) (*driver.AH, error) {
-	k := ahKey{sgid: to.SGIDIndex, dgid: to.DGID, dmac: to.DMAC, fl: to.FlowLabel, tc: to.TrafficClass, hl: to.HopLimit}
+	dmac, err := a.dmac(to)
+	if err != nil {
+		return nil, err
+	}
+	k := ahKey{sgid: to.SGIDIndex, dgid: to.DGID, dmac: dmac, fl: to.FlowLabel, tc: to.TrafficClass, hl: to.HopLimit}
 	a.mu.Lock()
 	if ah := a.ahs[k]; ah != nil {
 		a.mu.Unlock()
 		return ah, nil
 	}
 	a.mu.Unlock()
-	dmac := to.DMAC
-	if dmac == ([6]byte{}) {
-		if _, own := a.LookupGID(to.DGID); own {
-			dmac = a.mac // loopback: our own address
-		} else if a.cfg.Resolve != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			m, err := a.cfg.Resolve(ctx, driver.GID(to.DGID).Addr())
-			cancel()
-			if err != nil {
-				a.resolveFails.Add(1)
-				return nil, fmt.Errorf("gsi: no MAC for %v: %w", driver.GID(to.DGID).Addr(), err)
-			}
-			dmac = m
-		} else {
-			a.resolveFails.Add(1)
-			return nil, errors.New("gsi: destination MAC unknown")
-		}
-	}
 	hl := to.HopLimit
 	if hl == 0 {
 		hl = 64
@@ -439,15 +433,49 @@ func (a *Agent) ah(to cm.Addr) (*driver.AH, error) {
 		_ = a.d.DestroyAH(ah)
 		return o, nil
 	}
-	if len(a.ahs) >= maxAHs {
-		for k2, o := range a.ahs {
+	// Another MAC for the same destination replaces the old AH (its ARP
+	// entry is gone), and the cache stays bounded.
+	for k2, o := range a.ahs {
+		if (k2.dgid == k.dgid && k2.dmac != k.dmac) || len(a.ahs) >= maxAHs {
 			_ = a.d.DestroyAH(o)
 			delete(a.ahs, k2)
-			break
 		}
 	}
 	a.ahs[k] = ah
 	return ah, nil
+}
+
+// dmac is the destination MAC for to (see ah).
+func (a *Agent) dmac(to cm.Addr) ([6]byte, error) {
+	if _, own := a.LookupGID(to.DGID); own || driver.GID(to.DGID).Addr().IsLoopback() {
+		return a.ownMAC(), nil
+	}
+	if a.cfg.Resolve == nil {
+		if to.DMAC == ([6]byte{}) {
+			a.resolveFails.Add(1)
+			return [6]byte{}, errors.New("gsi: destination MAC unknown")
+		}
+		return to.DMAC, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	m, err := a.cfg.Resolve(ctx, driver.GID(to.DGID).Addr())
+	if err != nil {
+		a.resolveFails.Add(1)
+		return [6]byte{}, fmt.Errorf("gsi: no MAC for %v: %w", driver.GID(to.DGID).Addr(), err)
+	}
+	return m, nil
+}
+
+// ownMAC is the netdev's MAC as uverbs recovers it: from GID 0, the EUI-64
+// link-local GID (addrconf_addr_eui48).
+func (a *Agent) ownMAC() [6]byte {
+	e, err := a.d.QueryGID(1, 0)
+	if err != nil {
+		return a.mac
+	}
+	g := e.GID
+	return [6]byte{g[8] ^ 2, g[9], g[10], g[13], g[14], g[15]}
 }
 
 // Close stops the poller and destroys QP1, its CQ, AHs, MR and PD.
