@@ -63,6 +63,7 @@ type Stats struct {
 	Short        uint64 // receives shorter than GRH + MAD (dropped)
 	ResolveFails uint64 // no MAC for a destination
 	AHs          uint64 // address handles cached
+	Resets       uint64 // QP1 re-created after a fatal QP event
 }
 
 // ErrNoSendBuffer is returned by SendMAD when every send slot is in
@@ -96,7 +97,9 @@ type Agent struct {
 	free   []int // free send slots
 	ahs    map[ahKey]*driver.AH
 
-	received, sent, sendErrors, noSendBuf, recvErrors, short, resolveFails atomic.Uint64
+	needReset atomic.Bool
+
+	received, sent, sendErrors, noSendBuf, recvErrors, short, resolveFails, resets atomic.Uint64
 }
 
 type ahKey struct {
@@ -138,10 +141,6 @@ func New(cfg Config) (_ *Agent, err error) {
 		CompHandler: func(*driver.CQ) { a.kick() }}); err != nil {
 		return nil, fmt.Errorf("gsi: CQ: %w", err)
 	}
-	if a.qp, _, err = d.CreateQP(a.pd, driver.QPInitAttr{Type: driver.QPTypeGSI, SendCQ: a.cq, RecvCQ: a.cq,
-		Cap: driver.QPCap{MaxSendWR: uint32(cfg.SendDepth), MaxRecvWR: uint32(cfg.RecvDepth), MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
-		return nil, fmt.Errorf("gsi: QP1: %w", err)
-	}
 	size := cfg.RecvDepth*recvSlot + cfg.SendDepth*mad.Size
 	if a.reg, err = cfg.Mem.Alloc(size, 4096, "gsi-mads"); err != nil {
 		return nil, fmt.Errorf("gsi: buffers: %w", err)
@@ -150,23 +149,8 @@ func New(cfg Config) (_ *Agent, err error) {
 	if a.mr, err = d.RegPhysMR(a.pd, base, uint64(size), driver.AccessLocalWrite, base); err != nil {
 		return nil, fmt.Errorf("gsi: MR: %w", err)
 	}
-	for _, step := range []struct {
-		attr driver.QPAttr
-		mask driver.QPAttrMask
-	}{
-		{driver.QPAttr{QPState: driver.QPSInit, QKey: wire.GSIQKey, PKeyIndex: 0, PortNum: 1},
-			driver.QPAttrState | driver.QPAttrQKey | driver.QPAttrPKeyIndex},
-		{driver.QPAttr{QPState: driver.QPSRTR}, driver.QPAttrState},
-		{driver.QPAttr{QPState: driver.QPSRTS, SQPSN: 0}, driver.QPAttrState | driver.QPAttrSQPSN},
-	} {
-		if err = d.ModifyQP(a.qp, &step.attr, step.mask); err != nil {
-			return nil, fmt.Errorf("gsi: QP1 to state %d: %w", step.attr.QPState, err)
-		}
-	}
-	for i := range cfg.RecvDepth {
-		if err = a.postRecv(i); err != nil {
-			return nil, fmt.Errorf("gsi: receive %d: %w", i, err)
-		}
+	if err = a.openQP(); err != nil {
+		return nil, err
 	}
 	for i := range cfg.SendDepth {
 		a.free = append(a.free, i)
@@ -180,6 +164,79 @@ func New(cfg Config) (_ *Agent, err error) {
 	a.wg.Add(1)
 	go a.run()
 	return a, nil
+}
+
+// openQP creates QP1, brings it to RTS and posts every receive slot.
+func (a *Agent) openQP() error {
+	d, cfg := a.d, a.cfg
+	q, _, err := d.CreateQP(a.pd, driver.QPInitAttr{Type: driver.QPTypeGSI, SendCQ: a.cq, RecvCQ: a.cq,
+		Cap:          driver.QPCap{MaxSendWR: uint32(cfg.SendDepth), MaxRecvWR: uint32(cfg.RecvDepth), MaxSendSGE: 1, MaxRecvSGE: 1},
+		EventHandler: func(_ *driver.QP, ev driver.AsyncEvent) { a.qpEvent(ev) }})
+	if err != nil {
+		return fmt.Errorf("gsi: QP1: %w", err)
+	}
+	a.qp = q
+	for _, step := range []struct {
+		attr driver.QPAttr
+		mask driver.QPAttrMask
+	}{
+		{driver.QPAttr{QPState: driver.QPSInit, QKey: wire.GSIQKey, PKeyIndex: 0, PortNum: 1},
+			driver.QPAttrState | driver.QPAttrQKey | driver.QPAttrPKeyIndex},
+		{driver.QPAttr{QPState: driver.QPSRTR}, driver.QPAttrState},
+		{driver.QPAttr{QPState: driver.QPSRTS, SQPSN: 0}, driver.QPAttrState | driver.QPAttrSQPSN},
+	} {
+		if err = d.ModifyQP(q, &step.attr, step.mask); err != nil {
+			return fmt.Errorf("gsi: QP1 to state %d: %w", step.attr.QPState, err)
+		}
+	}
+	for i := range cfg.RecvDepth {
+		if err = a.postRecvLocked(i); err != nil {
+			return fmt.Errorf("gsi: receive %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// qpEvent is QP1's event handler (the driver's AEQ goroutine): a fatal
+// error leaves QP1 in ERROR, which would end the device's CM, so the
+// poller re-creates it (the kernel's MAD layer only logs "Fatal error on
+// MAD QP"; an emulator that must keep serving does better).
+func (a *Agent) qpEvent(ev driver.AsyncEvent) {
+	switch ev.Type {
+	case driver.EventQPFatal, driver.EventQPReqErr, driver.EventQPAccessErr:
+		a.needReset.Store(true)
+		a.kick()
+	}
+}
+
+// reset destroys QP1 and makes it again: its in-flight sends and
+// receives are gone (the driver skips the CQEs of a destroyed QP), so
+// every slot is free again; cached AHs go too, in case one of them was
+// the cause (an ARP entry replaced under it).
+func (a *Agent) reset() {
+	a.wqMu.Lock()
+	defer a.wqMu.Unlock()
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return
+	}
+	for k, ah := range a.ahs {
+		_ = a.d.DestroyAH(ah)
+		delete(a.ahs, k)
+	}
+	a.free = a.free[:0]
+	for i := range a.cfg.SendDepth {
+		a.free = append(a.free, i)
+	}
+	a.mu.Unlock()
+	_ = a.d.DestroyQP(a.qp)
+	a.qp = nil
+	if err := a.openQP(); err != nil {
+		a.recvErrors.Add(1)
+		return
+	}
+	a.resets.Add(1)
 }
 
 // macFromGUID undoes the EUI-64 node GUID (irdma: the port MAC with
@@ -198,8 +255,8 @@ func (a *Agent) SetReceiver(f func(from cm.Addr, b []byte)) {
 	a.recv.Store(&f)
 }
 
-// QPN is the agent's QP number (1).
-func (a *Agent) QPN() uint32 { return a.qp.ID() }
+// QPN is the agent's QP number (1, the GSI QP).
+func (a *Agent) QPN() uint32 { return wire.QPNGSI }
 
 // Stats returns the counters.
 func (a *Agent) Stats() Stats {
@@ -208,7 +265,7 @@ func (a *Agent) Stats() Stats {
 	a.mu.Unlock()
 	return Stats{Received: a.received.Load(), Sent: a.sent.Load(), SendErrors: a.sendErrors.Load(),
 		NoSendBuffer: a.noSendBuf.Load(), RecvErrors: a.recvErrors.Load(), Short: a.short.Load(),
-		ResolveFails: a.resolveFails.Load(), AHs: uint64(n)}
+		ResolveFails: a.resolveFails.Load(), AHs: uint64(n), Resets: a.resets.Load()}
 }
 
 func (a *Agent) kick() {
@@ -224,6 +281,13 @@ func (a *Agent) sendOff(i int) int     { return a.cfg.RecvDepth*recvSlot + i*mad
 func (a *Agent) postRecv(i int) error {
 	a.wqMu.Lock()
 	defer a.wqMu.Unlock()
+	return a.postRecvLocked(i)
+}
+
+func (a *Agent) postRecvLocked(i int) error {
+	if a.qp == nil {
+		return errors.New("gsi: no QP1")
+	}
 	_, err := a.d.PostRecv(a.qp, []driver.RecvWR{{WrID: uint64(i),
 		SGList: []driver.SGE{{Addr: a.recvAddr(i), Length: recvSlot, LKey: a.mr.LKey()}}}})
 	return err
@@ -238,6 +302,9 @@ func (a *Agent) run() {
 		case <-a.done:
 			return
 		case <-a.wake:
+		}
+		if a.needReset.Swap(false) {
+			a.reset()
 		}
 		for {
 			a.wqMu.Lock()
@@ -356,8 +423,12 @@ func (a *Agent) SendMAD(to cm.Addr, b []byte) error {
 	if err != nil {
 		return err
 	}
+	// Slot and post under wqMu: a QP1 reset (which frees every slot)
+	// cannot come between them.
+	a.wqMu.Lock()
+	defer a.wqMu.Unlock()
 	a.mu.Lock()
-	if a.closed {
+	if a.closed || a.qp == nil {
 		a.mu.Unlock()
 		return errors.New("gsi: agent closed")
 	}
@@ -375,11 +446,9 @@ func (a *Agent) SendMAD(to cm.Addr, b []byte) error {
 	if qpn == 0 {
 		qpn = wire.QPNGSI
 	}
-	a.wqMu.Lock()
 	_, err = a.d.PostSend(a.qp, []driver.SendWR{{WrID: sendTag | uint64(slot), Opcode: uk.WRSend,
 		Flags: uk.SendSignaled, SGList: []driver.SGE{{Addr: uint64(a.reg.IOVA()) + uint64(off), Length: mad.Size, LKey: a.mr.LKey()}},
 		AHID: ah.ID(), RemoteQPN: qpn, RemoteQKey: wire.GSIQKey}})
-	a.wqMu.Unlock()
 	if err != nil {
 		a.sendErrors.Add(1)
 		a.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/irdma-emu/irdma-emu/cm"
+	"github.com/irdma-emu/irdma-emu/driver"
 )
 
 const svc = 0x0000000001064e20
@@ -155,4 +156,32 @@ func TestNoListener(t *testing.T) {
 	if ev.REJ.Reason != cm.RejInvalidServiceID {
 		t.Errorf("reason %d", ev.REJ.Reason)
 	}
+}
+
+// TestQP1Recovers: QP1 in ERROR after a fatal event (an AE such as an ARP
+// entry replaced under its AH) is re-created, and the CM connects again.
+func TestQP1Recovers(t *testing.T) {
+	w := newWorld(t, false)
+	a, b := w.hosts[0], w.hosts[1]
+	connectDisconnect(t, w, a, b)
+	a.agent.wqMu.Lock()
+	err := a.drv.ModifyQP(a.agent.qp, &driver.QPAttr{QPState: driver.QPSErr}, driver.QPAttrState)
+	a.agent.wqMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.agent.qpEvent(driver.AsyncEvent{Type: driver.EventQPFatal})
+	deadline := time.Now().Add(10 * time.Second)
+	for a.agent.Stats().Resets != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("QP1 not re-created: %+v", a.agent.Stats())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	for _, h := range []*host{a, b} {
+		h.mu.Lock()
+		h.events, h.ids = nil, nil
+		h.mu.Unlock()
+	}
+	connectDisconnect(t, w, a, b)
 }
