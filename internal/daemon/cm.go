@@ -90,6 +90,7 @@ type GSIStats struct {
 	Short        uint64 `json:"short"`
 	ResolveFails uint64 `json:"resolve_fails"`
 	AHs          uint64 `json:"ahs"`
+	Resets       uint64 `json:"resets"`
 }
 
 func (d *Daemon) cmStats() CMStats {
@@ -103,7 +104,7 @@ func (d *Daemon) cmStats() CMStats {
 		DropNoResources: s.DropNoResources, SendErrors: s.SendErrors, REJSent: s.REJSent, REJReceived: s.REJReceived,
 		StaleRejected: s.StaleRejected, IDs: s.IDs, Timewaits: s.Timewaits,
 		GSI: GSIStats{Received: g.Received, Sent: g.Sent, SendErrors: g.SendErrors, NoSendBuffer: g.NoSendBuffer,
-			RecvErrors: g.RecvErrors, Short: g.Short, ResolveFails: g.ResolveFails, AHs: g.AHs}}
+			RecvErrors: g.RecvErrors, Short: g.Short, ResolveFails: g.ResolveFails, AHs: g.AHs, Resets: g.Resets}}
 }
 
 // ownResources takes what QP1 holds (PD, CQ, MR, AHs, its buffer region,
