@@ -97,7 +97,7 @@ func TestKernelEncodings(t *testing.T) {
 	}
 	a := mk(1, active, kreq.LocalCAGUID(), kreq.LocalCommID())
 	b := mk(2, passive, krep.LocalCAGUID(), krep.CommIDs().LocalCommID())
-	f.drop = func(packet) bool { return true } // each side gets the kernel's MADs, not ours
+	f.drop = func(packet) bool { return true }  // each side gets the kernel's MADs, not ours
 	b.m.next = krep.CommIDs().LocalCommID() - 2 // the listener takes one
 	b.listen(kreq.ServiceID())
 
