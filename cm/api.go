@@ -564,9 +564,11 @@ func NewManager(cfg Config) (*Manager, error) { return newManager(cfg) }
 func (m *Manager) CreateID(h Handler, context any) (*ID, error) { return m.createID(h, context) }
 
 // Deliver hands one received MAD to the Manager (the GSI QP's receive
-// path). from is the sender as the GRH and the completion describe it
-// (SGID: the peer's GID, DGID: ours; DMAC: the peer's MAC as the source of
-// the frame). mad is copied if kept; bad MADs are counted and dropped.
+// path). from is the address to answer the sender at, as an AH made from
+// the GRH and the completion would be (ib_init_ah_attr_from_wc): SGID our
+// GID (the GRH's destination) with its SGIDIndex, DGID the sender's GID,
+// DMAC the frame's source MAC, RemoteQPN the source QP, HopLimit for the
+// answer. mad is copied if kept; bad MADs are counted and dropped.
 func (m *Manager) Deliver(from Addr, mad []byte) { m.deliver(from, mad) }
 
 // Stats returns a snapshot of the counters.

@@ -308,3 +308,25 @@ func TestCheck(t *testing.T) {
 		t.Errorf("names: %v %v", AttrSIDRREQ, AttrID(0x99))
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	for _, c := range []struct {
+		name, spec, want string
+	}{
+		{"REQ", reqGolden, "cm=REQ tid=0x100000abc lcid=0x11223344 sid=0x0000000001064e20 qpn=0x123 spsn=11259375"},
+		{"REJ", hdr("0012") + "24: 00000000 11223344\n32: 00 00 0008\n",
+			"cm=REJ tid=0x100000abc lcid=0x0 rcid=0x11223344 reason=8 rejected=REQ"},
+		{"DREQ", hdr("0015") + "24: 11223344 55667788\n32: 000456\n",
+			"cm=DREQ tid=0x100000abc lcid=0x11223344 rcid=0x55667788 qpn=0x456"},
+		{"SIDR_REP", hdr("0018") + "24: 0000abcd 01\n32: 000789 00 0000000002114e20 00000007\n",
+			"cm=SIDR_REP tid=0x100000abc reqid=0xabcd sid=0x0000000002114e20 qpn=0x789 status=1 qkey=0x7"},
+	} {
+		s, err := Describe(golden(t, c.spec))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := s.String(); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
+		}
+	}
+}

@@ -30,6 +30,8 @@ type Stats struct {
 	QPs []QPStats `json:"qps"`
 	// Resources are what the device holds now.
 	Resources Resources `json:"resources"`
+	// CM are the communication manager's counters (docs/cm.md).
+	CM CMStats `json:"cm"`
 }
 
 // Resources count what the device holds now: the attach sessions (the
@@ -259,6 +261,8 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 		Multicast: es.Loopback.Multicast, NoBuffer: es.Loopback.NoBuffer}
 	s.Cycles = cycles(es.Meter, d.dev.Meter().Model().Hz())
 	s.Resources = d.resources(es.QPs)
+	d.ownResources(&s.Resources)
+	s.CM = d.cmStats()
 
 	if qpn >= 0 {
 		q, ok := d.qpStats(uint32(qpn))
