@@ -130,3 +130,39 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("destroy on the new channel: %d %v", n, e)
 	}
 }
+
+// TestMulticast: a join completes at once on RoCE (no SA) with the
+// group's GID, QPN 0xFFFFFF and the RDMA CM Q_Key; LEAVE_MCAST answers the
+// join's delivered events.
+func TestMulticast(t *testing.T) {
+	w := newWire()
+	d := newDevice(t, w, "10.0.0.1", 1)
+	c := d.open(t)
+	h := c.createID(1, PSUDP)
+	c.must("bind", c.bindIP(h, "10.0.0.1:0"))
+	b := make([]byte, sizeJoinIPMcast)
+	le.PutUint64(b, c.respAddr())
+	le.PutUint64(b[8:], 0x77)
+	copy(b[16:44], sockaddr("239.1.2.3:0"))
+	le.PutUint32(b[44:], h)
+	c.must("join", c.raw(CmdJoinIPMcast, 4, b))
+	mh := le.Uint32(c.resp)
+	ev := c.expect(EventMulticastJoin)
+	if ev.uid != 0x77 || ev.id != mh || le.Uint32(ev.param[udQPN:]) != 0xffffff || le.Uint32(ev.param[udQKey:]) != UDPQKey ||
+		!bytes.Equal(ev.param[udAHAttr:udAHAttr+16], mapped(239, 1, 2, 3)) || ev.param[udAHAttr+ahSGIDIndex] != 1 {
+		t.Fatalf("MULTICAST_JOIN uid %#x id %d/%d param % x", ev.uid, ev.id, mh, ev.param[:40])
+	}
+	l := make([]byte, sizeDestroyID)
+	le.PutUint64(l, c.respAddr())
+	le.PutUint32(l[8:], mh)
+	c.must("leave", c.raw(CmdLeaveMcast, 4, l))
+	if n := le.Uint32(c.resp); n != 1 {
+		t.Fatalf("LEAVE_MCAST events %d, want 1", n)
+	}
+	if e := c.raw(CmdLeaveMcast, 4, l); e != syscall.ENOENT {
+		t.Fatalf("second leave: %v", e)
+	}
+	if n, _ := c.destroyID(h); n != 1 {
+		t.Fatalf("DESTROY_ID events %d, want 1 (the join's)", n)
+	}
+}
