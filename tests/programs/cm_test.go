@@ -2,12 +2,16 @@ package programs_test
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/irdma-emu/irdma-emu/internal/daemon"
+	"github.com/irdma-emu/irdma-emu/internal/daemon/daemontest"
 )
 
 // The RDMA CM through unmodified librdmacm programs (rdmacm-utils):
@@ -237,5 +241,82 @@ func TestPerftestRdmaCM(t *testing.T) {
 				report.add("%s -R -n 200: %d B average %.2f MB/sec", tc.tool, r.bytes, r.f[1])
 			}
 		})
+	}
+}
+
+// TestRpingIPv6: IPv6 ids end to end, both ends on a daemon on ::1
+// (rdma_bind_addr/rdma_resolve_addr with sockaddr_in6, cma_hdr IP
+// version 6, GID ::1 itself).
+func TestRpingIPv6(t *testing.T) {
+	needPrograms(t, "rping")
+	a := netip.MustParseAddr("::1")
+	var p *daemontest.Proc
+	// ::1 is one address for every test package; wait for its UDP/4791.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback, Port: 4791})
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("[::1]:4791 stays busy: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p = daemontest.Run(t, daemontest.Options{}, "--addr", a.String())
+	n := &node{Proc: p, addr: a}
+	took := rpingPair(t, n, n, 50)
+	report.add("rping -C 50 -v over IPv6 (::1), one daemon: %v", took.Round(time.Millisecond))
+}
+
+// TestMckeyLoopback: a multicast join (RDMA_CM_EVENT_MULTICAST_JOIN) and a
+// UD QP attached to the group through the device's multicast path; sender
+// and receiver on one daemon (the UDP link carries no IP multicast between
+// daemons).
+func TestMckeyLoopback(t *testing.T) {
+	needPrograms(t, "mckey")
+	n := startNodes(t, 1)[0]
+	a := n.addr.String()
+	r := n.run(t, "mckey", "-m", "239.1.2.3", "-b", a, "-C", "5")
+	waitJoined(t, n, r)
+	s := n.run(t, "mckey", "-m", "239.1.2.3", "-b", a, "-s", "-C", "5")
+	if code := s.wait(t, 30*time.Second, r); code != 0 {
+		t.Fatalf("sender exit %d\n%s", code, dump(s, r))
+	}
+	if code := r.wait(t, 30*time.Second, s); code != 0 || !strings.Contains(r.stdout.String(), "test complete") {
+		t.Fatalf("receiver exit %d\n%s", code, dump(r, s))
+	}
+}
+
+// waitJoined waits until the node has a multicast group attached (the
+// receiver's QP joined through ibv_attach_mcast after MULTICAST_JOIN).
+func waitJoined(t *testing.T, n *node, p *prog) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for n.stats(t).Resources.McastGroups == 0 {
+		if p.exited() || time.Now().After(deadline) {
+			t.Fatalf("%s did not join\n%s", p.name, dump(p))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDeviceRemoval: a daemon shutting down tells a listening program
+// RDMA_CM_EVENT_DEVICE_REMOVAL (rping then exits).
+func TestDeviceRemoval(t *testing.T) {
+	needPrograms(t, "rping")
+	n := startNodes(t, 1)[0]
+	s := n.run(t, "rping", "-s", "-a", n.addr.String(), "-p", rpingPort, "-v")
+	waitCMListen(t, n, s)
+	if err := n.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	s.wait(t, 30*time.Second)
+	if !strings.Contains(s.stderr.String()+s.stdout.String(), "device removal") {
+		t.Fatalf("no DEVICE_REMOVAL\n%s", dump(s))
+	}
+	if code := n.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("daemon exit %d\n%s", code, n.Output())
 	}
 }
