@@ -2,8 +2,13 @@ package rdmacm
 
 import (
 	"bytes"
+	"os"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/irdma-emu/irdma-emu/attach"
 )
 
 // TestConnectDisconnect runs librdmacm's sequence of commands for one RC
@@ -165,3 +170,56 @@ func TestCloseDestroysIDs(t *testing.T) {
 }
 
 var _ = syscall.EINVAL
+
+// TestPassiveDisconnect: the passive side disconnects first; both sides
+// get DISCONNECTED.
+func TestPassiveDisconnect(t *testing.T) {
+	w := newWire()
+	a := newDevice(t, w, "10.0.0.1", 1)
+	b := newDevice(t, w, "10.0.0.2", 2)
+	srv, cli := b.open(t), a.open(t)
+	lid := srv.createID(1, PSTCP)
+	srv.must("bind", srv.bindIP(lid, "10.0.0.2:7001"))
+	srv.must("listen", srv.listen(lid, 1))
+	cid := cli.createID(2, PSTCP)
+	cli.must("resolve", cli.resolveIP(cid, "10.0.0.2:7001", 2000))
+	cli.expect(EventAddrResolved)
+	cli.must("route", cli.simple(CmdResolveRoute, cid, sizeResolveRoute))
+	cli.expect(EventRouteResolved)
+	cli.must("connect", cli.connect(cid, 0x10, nil))
+	req := srv.expect(EventConnectRequest)
+	srv.must("accept", srv.accept(req.id, 3, 0x20, true))
+	cli.expect(EventConnectResponse)
+	cli.must("rtu", cli.accept(cid, 0, 0, false))
+	srv.expect(EventEstablished)
+	srv.must("disconnect", srv.simple(CmdDisconnect, req.id, sizeDisconnect))
+	cli.expect(EventDisconnected)
+	cli.must("disconnect (DREP)", cli.simple(CmdDisconnect, cid, sizeDisconnect))
+	srv.expect(EventDisconnected)
+}
+
+// TestOtherProcess: a channel token of another process does not name a
+// channel for MIGRATE_ID (the kernel's fdget sees only the caller's
+// descriptors).
+func TestOtherProcess(t *testing.T) {
+	w := newWire()
+	d := newDevice(t, w, "10.0.0.1", 1)
+	mine := d.open(t)
+	h := mine.createID(1, PSTCP)
+	s, _, err := d.p.Open(&attach.Peer{Hello: attach.Hello{Version: 1, Flags: attach.HelloRdmaCM},
+		Cred: &unix.Ucred{Pid: int32(os.Getpid()) + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := &channel{t: t, ch: s.(*Channel), resp: make([]byte, 64)}
+	defer theirs.close()
+	b := make([]byte, sizeMigrateID)
+	le.PutUint32(b[8:], h)
+	le.PutUint32(b[12:], mine.token)
+	if e := theirs.raw(CmdMigrateID, 4, b); e != syscall.ENOENT {
+		t.Fatalf("MIGRATE_ID from another process: %v, want ENOENT", e)
+	}
+	if _, e := theirs.destroyID(h); e != syscall.EINVAL {
+		t.Fatalf("DESTROY_ID from another process: %v, want EINVAL", e)
+	}
+}
