@@ -241,7 +241,7 @@ func (m *mgr) recvREJ(b []byte) {
 		} else {
 			m.resetToIdleLocked(c)
 		}
-	case StateREPRcvd, StateMRAREPSent, StateEstablished:
+	case StateREPRcvd, StateMRAREPSent, StateEstablished, StateDREQSent:
 		m.enterTimewaitLocked(c)
 	default:
 		m.st.DropUnexpected++

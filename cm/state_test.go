@@ -708,3 +708,109 @@ func TestAPIErrors(t *testing.T) {
 	}
 	l.Destroy() // twice: a no-op
 }
+
+// TestMRAOnREPAndCommEst: the active side asks for time on the REP (MRA
+// REP, sent at once); the passive side, whose QP sees traffic before the
+// RTU, reports the connection established itself (ib_cm_notify
+// COMM_EST), and the RTU arriving later changes nothing.
+func TestMRAOnREPAndCommEst(t *testing.T) {
+	f := newFabric(t)
+	a, b := f.node(1, nil), f.node(2, nil)
+	b.listen(svc)
+	b.react = func(id *ID, ev *Event) error {
+		if ev.Type == EventREQReceived {
+			return id.SendREP(&REPParam{QPN: 0x22, StartingPSN: 0x200})
+		}
+		return nil
+	}
+	a.react = func(id *ID, ev *Event) error {
+		if ev.Type == EventREPReceived {
+			return id.SendMRA(12, []byte("wait"))
+		}
+		return nil
+	}
+	id := a.newID()
+	if err := id.SendREQ(reqParam(a, b, 0x11, 0x100, "")); err != nil {
+		t.Fatal(err)
+	}
+	f.pump()
+	idb := b.ids[EventREQReceived]
+	mustState(t, "active", id, StateMRAREPSent)
+	mustState(t, "passive", idb, StateMRAREPRcvd)
+	if ev := b.last[EventMRAReceived]; ev == nil || ev.MRA.ServiceTimeout != 12 || !hasPrefix(ev.PrivateData, "wait") {
+		t.Fatalf("passive saw %q", b.seen())
+	}
+	// The REP is not resent within the MRA's service timeout plus the
+	// local ACK timeout: 2^(12-8) + 2^(17-8) ms.
+	f.advance(16*time.Millisecond + 512*time.Millisecond - time.Millisecond)
+	if n := f.count(b, mad.AttrREP); n != 1 {
+		t.Fatalf("%d REPs during the MRA", n)
+	}
+	f.advance(time.Millisecond)
+	if n := f.count(b, mad.AttrREP); n != 2 {
+		t.Fatalf("%d REPs after the MRA's time", n)
+	}
+	// The duplicate REP is answered with the MRA again.
+	if n := f.count(a, mad.AttrMRA); n != 2 {
+		t.Errorf("%d MRAs from the active side", n)
+	}
+	// Traffic on the passive QP: COMM_EST.
+	if err := idb.Established(); err != nil {
+		t.Fatal(err)
+	}
+	mustState(t, "passive", idb, StateEstablished)
+	if ev := b.last[EventUserEstablished]; ev == nil {
+		t.Fatalf("passive saw %q", b.seen())
+	}
+	if err := id.SendRTU(nil); err != nil {
+		t.Fatal(err)
+	}
+	f.pump()
+	mustState(t, "active", id, StateEstablished)
+	mustSeen(t, b, "REQ_RECEIVED MRA_RECEIVED USER_ESTABLISHED")
+	// Two duplicates: the second MRA, and the RTU after COMM_EST.
+	if s := b.m.Stats(); s.DropDuplicate != 2 {
+		t.Errorf("passive stats %+v", s)
+	}
+	// No REP is left to retransmit.
+	n := f.count(b, mad.AttrREP)
+	f.advance(time.Minute)
+	if f.count(b, mad.AttrREP) != n {
+		t.Error("REP retransmitted after COMM_EST")
+	}
+}
+
+// TestREJAfterREP: the active side rejects the REP (REJ "message REP");
+// the passive side returns to Idle (cm_rej_handler: only a sender of REJ
+// in REP_SENT, or a REJ for stale connection, enters timewait).
+func TestREJAfterREP(t *testing.T) {
+	f := newFabric(t)
+	a, b := f.node(1, nil), f.node(2, nil)
+	b.listen(svc)
+	b.react = func(id *ID, ev *Event) error {
+		if ev.Type == EventREQReceived {
+			return id.SendREP(&REPParam{QPN: 0x22})
+		}
+		return nil
+	}
+	a.react = func(id *ID, ev *Event) error {
+		if ev.Type == EventREPReceived {
+			return id.SendREJ(RejConsumerDefined, nil, []byte("no thanks"))
+		}
+		return nil
+	}
+	id := a.newID()
+	if err := id.SendREQ(reqParam(a, b, 0x11, 0x100, "")); err != nil {
+		t.Fatal(err)
+	}
+	f.pump()
+	idb := b.ids[EventREQReceived]
+	mustState(t, "active", id, StateIdle)
+	mustState(t, "passive", idb, StateIdle)
+	if r := mad.REJ(f.lastSent(a, mad.AttrREJ)); r.MessageRejected() != mad.MsgREP || r.CommIDs().LocalCommID() != id.LocalCommID() {
+		t.Errorf("REJ rejects %v from %#x", r.MessageRejected(), r.CommIDs().LocalCommID())
+	}
+	if ev := b.last[EventREJReceived]; ev == nil || !hasPrefix(ev.PrivateData, "no thanks") {
+		t.Fatalf("passive saw %q", b.seen())
+	}
+}

@@ -2,6 +2,7 @@ package gsi
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -184,4 +185,100 @@ func TestQP1Recovers(t *testing.T) {
 		h.mu.Unlock()
 	}
 	connectDisconnect(t, w, a, b)
+}
+
+// TestConcurrentConnections: many consumers connect and disconnect at
+// once, from their own goroutines, across the two devices; every
+// connection completes and nothing is left.
+func TestConcurrentConnections(t *testing.T) {
+	w := newWorld(t, false)
+	a, b := w.hosts[0], w.hosts[1]
+	l, _ := b.m.CreateID(b.handler, nil)
+	if err := l.Listen(svc, 0); err != nil {
+		t.Fatal(err)
+	}
+	b.react = func(id *cm.ID, ev *cm.Event) error {
+		switch ev.Type {
+		case cm.EventREQReceived:
+			req := ev.REQ
+			return id.SendREP(&cm.REPParam{QPN: req.RemoteQPN + 0x1000, StartingPSN: req.StartingPSN + 1})
+		case cm.EventDREQReceived:
+			return id.SendDREP(nil)
+		}
+		return nil
+	}
+	const n = 24
+	type conn struct {
+		events chan *cm.Event
+	}
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			c := conn{events: make(chan *cm.Event, 8)}
+			h := func(id *cm.ID, ev *cm.Event) error {
+				if ev.Type == cm.EventREPReceived {
+					if err := id.SendRTU(nil); err != nil {
+						return err
+					}
+				}
+				c.events <- ev
+				return nil
+			}
+			id, err := a.m.CreateID(h, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer id.Destroy()
+			if err := id.SendREQ(&cm.REQParam{Path: a.path(b), ServiceID: svc, QPN: uint32(0x100 + i), QPType: cm.QPTypeRC,
+				StartingPSN: uint32(i)}); err != nil {
+				errs <- err
+				return
+			}
+			next := func(want cm.EventType) error {
+				select {
+				case ev := <-c.events:
+					if ev.Type != want {
+						return fmt.Errorf("conn %d: event %d, want %d", i, ev.Type, want)
+					}
+					if want == cm.EventREPReceived && ev.REP.RemoteQPN != uint32(0x1100+i) {
+						return fmt.Errorf("conn %d: REP from QP %#x", i, ev.REP.RemoteQPN)
+					}
+					return nil
+				case <-time.After(20 * time.Second):
+					return fmt.Errorf("conn %d: no event %d", i, want)
+				}
+			}
+			if err := next(cm.EventREPReceived); err != nil {
+				errs <- err
+				return
+			}
+			if err := id.SendDREQ(nil); err != nil {
+				errs <- err
+				return
+			}
+			errs <- next(cm.EventDREPReceived)
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	w.clk.Advance(time.Minute) // timewait
+	b.mu.Lock()
+	ids := append([]*cm.ID(nil), b.ids...)
+	b.mu.Unlock()
+	for _, id := range ids {
+		id.Destroy()
+	}
+	l.Destroy()
+	for _, h := range []*host{a, b} {
+		if s := h.m.Stats(); s.IDs != 0 || s.Timewaits != 0 {
+			t.Errorf("left: %+v", s)
+		}
+	}
+	if s := a.agent.Stats(); s.Sent != 3*n || s.NoSendBuffer != 0 {
+		t.Errorf("active agent %+v", s)
+	}
 }
