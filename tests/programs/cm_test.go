@@ -139,28 +139,38 @@ func TestRpingRejected(t *testing.T) {
 	}
 }
 
-// TestRpingKilled: killing the client in mid-run leaves both daemons'
-// resources (CM ids, QPs, …) at their baseline, the server sees the
-// connection end, and the next pair connects.
+// TestRpingKilled: killing either end in mid-run leaves both daemons'
+// resources (CM ids, QPs, …) at their baseline, the other end sees the
+// connection end (the killed program's channel close sends DREQ), and the
+// next pair connects.
 func TestRpingKilled(t *testing.T) {
 	needPrograms(t, "rping")
-	nodes := startNodes(t, 2)
-	base := []daemon.Resources{nodes[0].stats(t).Resources, nodes[1].stats(t).Resources}
-	s := nodes[0].run(t, "rping", "-s", "-a", nodes[0].addr.String(), "-p", rpingPort, "-v")
-	waitCMListen(t, nodes[0], s)
-	c := nodes[1].run(t, "rping", "-c", "-a", nodes[0].addr.String(), "-p", rpingPort, "-v")
-	deadline := time.Now().Add(30 * time.Second)
-	for len(pingData.FindAllString(c.stdout.String(), -1)) < 20 {
-		if c.exited() || time.Now().After(deadline) {
-			t.Fatalf("the client is not pinging\n%s", dump(c, s))
-		}
-		time.Sleep(10 * time.Millisecond)
+	for _, victim := range []string{"client", "server"} {
+		t.Run(victim, func(t *testing.T) {
+			nodes := startNodes(t, 2)
+			base := []daemon.Resources{nodes[0].stats(t).Resources, nodes[1].stats(t).Resources}
+			s := nodes[0].run(t, "rping", "-s", "-a", nodes[0].addr.String(), "-p", rpingPort, "-v")
+			waitCMListen(t, nodes[0], s)
+			c := nodes[1].run(t, "rping", "-c", "-a", nodes[0].addr.String(), "-p", rpingPort, "-v")
+			deadline := time.Now().Add(30 * time.Second)
+			for len(pingData.FindAllString(c.stdout.String(), -1)) < 20 {
+				if c.exited() || time.Now().After(deadline) {
+					t.Fatalf("the client is not pinging\n%s", dump(c, s))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if victim == "client" {
+				c.kill()
+				s.wait(t, 30*time.Second, c) // DISCONNECTED ends the server's loop
+			} else {
+				s.kill()
+				c.wait(t, 30*time.Second, s)
+			}
+			waitCMBaseline(t, nodes[0], base[0])
+			waitCMBaseline(t, nodes[1], base[1])
+			rpingPair(t, nodes[0], nodes[1], 10)
+		})
 	}
-	c.kill()
-	s.wait(t, 30*time.Second, c) // DREQ (or the QP's error) ends the server's loop
-	waitCMBaseline(t, nodes[0], base[0])
-	waitCMBaseline(t, nodes[1], base[1])
-	rpingPair(t, nodes[0], nodes[1], 10)
 }
 
 // cmPair runs a server on srv, waits for its listen, then the client on
