@@ -82,27 +82,12 @@ func waitCMListen(t *testing.T, n *node, p *prog) {
 	}
 }
 
-// waitCMBaseline waits until the node's program-owned resources are back
-// at base. The device's own CM keeps its GSI QP1 and an address handle per
-// peer it has talked to (as the kernel's MAD layer does), so AHs and
-// active transports are left out.
+// waitCMBaseline waits until the node's resources are back at base
+// (RDMA CM channels and ids included; the device's own QP1 and its address
+// handles are not counted, docs/daemon.md "Resources").
 func waitCMBaseline(t *testing.T, n *node, base daemon.Resources) {
 	t.Helper()
-	strip := func(r daemon.Resources) daemon.Resources {
-		r.AHs, r.Transports = 0, 0
-		return r
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := n.stats(t).Resources
-		if strip(r) == strip(base) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon on %s: resources %+v, want the baseline %+v back (AHs and transports aside)", n.addr, r, base)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	n.waitResources(t, base, 10*time.Second)
 }
 
 func TestRpingTwoDaemons(t *testing.T) {
