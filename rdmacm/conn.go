@@ -45,6 +45,10 @@ func (p *Provider) cmdConnect(ch *Channel, handle uint32, cp []byte) result {
 		p.mu.Unlock()
 		return result{err: syscall.EINVAL}
 	}
+	// A connection attempt that was rejected or timed out left its CM
+	// id behind (in timewait or idle): a new attempt gets a new one.
+	old := id.cmid
+	id.cmid = nil
 	pd := make([]byte, cmaHdrSize+n)
 	putCmaHdr(pd, id.src, id.dst)
 	copy(pd[cmaHdrSize:], cp[cpPrivateData:cpPrivateData+n])
@@ -58,6 +62,9 @@ func (p *Provider) cmdConnect(ch *Channel, handle uint32, cp []byte) result {
 		FlowControl: cp[cpFlowControl] != 0, LocalACKTimeout: id.ackTimeout, RetryCount: id.retryCount,
 		RNRRetryCount: id.rnrRetry, MaxCMRetries: cm.DefaultMaxCMRetries, SRQ: cp[cpSRQ] != 0}
 	p.mu.Unlock()
+	if old != nil {
+		old.Destroy()
+	}
 
 	c, err := p.cfg.CM.CreateID(p.onCM, id)
 	if err == nil {
@@ -740,7 +747,8 @@ func (p *Provider) onCM(c *cm.ID, ev *cm.Event) error {
 		if id.state != stateConnect {
 			return nil
 		}
-		id.state = stateRouteResolved // cma_ib_handler: back to ROUTE_RESOLVED... the program destroys it
+		// The id stays in CONNECT (cma_ib_handler): the program
+		// destroys it; a second CONNECT is EINVAL.
 		out.typ, out.status = EventRejected, int32(ev.REJ.Reason)
 		putConnParam(out.param[:], ev.PrivateData, 0, 0, 0, false, 0, 0, false)
 	case cm.EventREQError, cm.EventREPError:

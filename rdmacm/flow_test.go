@@ -223,3 +223,28 @@ func TestOtherProcess(t *testing.T) {
 		t.Fatalf("DESTROY_ID from another process: %v, want EINVAL", e)
 	}
 }
+
+// TestConnectAgain: after a REJ the id stays in CONNECT, as in cma.c: a
+// second CONNECT is EINVAL and the program makes a new id.
+func TestConnectAgain(t *testing.T) {
+	w := newWire()
+	a := newDevice(t, w, "10.0.0.1", 1)
+	newDevice(t, w, "10.0.0.2", 2)
+	cli := a.open(t)
+	cid := cli.createID(1, PSTCP)
+	cli.must("resolve", cli.resolveIP(cid, "10.0.0.2:7002", 2000))
+	cli.expect(EventAddrResolved)
+	cli.must("route", cli.simple(CmdResolveRoute, cid, sizeResolveRoute))
+	cli.expect(EventRouteResolved)
+	cli.must("connect", cli.connect(cid, 0x10, nil))
+	cli.expect(EventRejected)
+	if e := cli.connect(cid, 0x10, nil); e != syscall.EINVAL {
+		t.Fatalf("CONNECT after REJ: %v, want EINVAL", e)
+	}
+	if n, e := cli.destroyID(cid); e != 0 || n != 3 {
+		t.Fatalf("DESTROY_ID: %d events, %v", n, e)
+	}
+	if got := a.p.Counts(); got.IDs != 0 {
+		t.Fatalf("after destroy: %+v", got)
+	}
+}
