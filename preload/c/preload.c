@@ -247,6 +247,8 @@ struct conn {
 	 * sock, which the program never sees. -1 for uverbs, whose
 	 * descriptor is the socket itself. */
 	int sock;
+	dev_t kdev; /* identity of sock: a range close may have taken its */
+	ino_t kino; /* number, which must then not be closed again */
 	uint32_t token; /* the daemon's name of the channel (MIGRATE_ID) */
 	/* Under tab_lock: */
 	unsigned refs; /* table entries + borrowers */
@@ -285,8 +287,14 @@ static void conn_free(struct conn *c)
 	/* A child of fork never touches its parent's locks. */
 	if (c->owner == iemu_pid)
 		pthread_mutex_destroy(&c->lock);
-	if (c->sock >= 0)
-		sys_close(c->sock); /* the last descriptor of an rdma_cm channel went */
+	if (c->sock >= 0) {
+		/* The last descriptor of an rdma_cm channel went: close its
+		 * connection, unless a close_range/closefrom took the number
+		 * and it now names something else. */
+		struct stat st;
+		if (sys_fstat(c->sock, &st) == 0 && st.st_dev == c->kdev && st.st_ino == c->kino)
+			sys_close(c->sock);
+	}
 	free(c->buf);
 	free(c);
 }
@@ -817,6 +825,10 @@ static int open_cm_nocancel(dev_t rdev, int flags)
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	c->sock = sock;
+	if (sys_fstat(sock, &st) == 0) {
+		c->kdev = st.st_dev;
+		c->kino = st.st_ino;
+	}
 	c->owner = iemu_pid;
 	c->idx = IEMU_CM_IDX;
 	c->rdev = rdev;
