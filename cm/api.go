@@ -539,6 +539,7 @@ type Stats struct {
 	DropBadHeader     uint64 // wrong base version, class, class version or method
 	DropBadAttribute  uint64 // attribute ID not a CM message we serve
 	DropUnknownCommID uint64 // no ID for the remote/local comm ID (REP/RTU/DREQ/... for nothing)
+	AfterDestroy      uint64 // a message for an ID destroyed while its timewait runs (e.g. the DREP to a destroyed DREQ_SENT ID)
 	DropUnexpected    uint64 // a message the ID's state does not expect (answered or ignored per §12.9)
 	DropDuplicate     uint64 // a retransmitted REQ/REP/DREQ recognised and answered or ignored
 	DropNoResources   uint64 // REQ refused: MaxIDs reached (REQ flood)

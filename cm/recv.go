@@ -64,6 +64,18 @@ func (m *mgr) lookupLocked(local, remote uint32) *ID {
 	return c
 }
 
+// unknownLocked counts a message no live ID owns: an answer to an ID
+// destroyed while its timewait still runs (a DREP after the consumer
+// destroyed its ID in DREQ_SENT, say: the kernel ignores it too) is
+// counted apart from a comm ID nothing ever had.
+func (m *mgr) unknownLocked(local, remote uint32) {
+	if tw := m.tws[local]; tw != nil && tw.id == nil && tw.remote == remote {
+		m.st.AfterDestroy++
+		return
+	}
+	m.st.DropUnknownCommID++
+}
+
 // issueREJLocked is cm.c:cm_issue_rej: a REJ answering a MAD no ID owns,
 // its comm IDs swapped from the received one's.
 func (m *mgr) issueREJLocked(to Addr, rcv []byte, reason RejReason, which mad.MsgResponse, ari []byte) {
@@ -190,7 +202,7 @@ func (m *mgr) recvMRA(b []byte) {
 		c = m.lookupLocked(ids.RemoteCommID(), ids.LocalCommID())
 	}
 	if c == nil {
-		m.st.DropUnknownCommID++
+		m.unknownLocked(ids.RemoteCommID(), ids.LocalCommID())
 		return
 	}
 	timeout := convertToDuration(r.ServiceTimeout()) + convertToDuration(c.localACKTimeout)
@@ -230,7 +242,7 @@ func (m *mgr) recvREJ(b []byte) {
 		c = m.lookupLocked(ids.RemoteCommID(), ids.LocalCommID())
 	}
 	if c == nil {
-		m.st.DropUnknownCommID++
+		m.unknownLocked(ids.RemoteCommID(), ids.LocalCommID())
 		return
 	}
 	// cm.c:cm_rej_handler.
@@ -260,7 +272,7 @@ func (m *mgr) recvREP(from Addr, b []byte) {
 		// cm.c:cm_dup_rep_handler: a REP we already answered.
 		d := m.lookupLocked(ids.RemoteCommID(), ids.LocalCommID())
 		if d == nil {
-			m.st.DropUnknownCommID++
+			m.unknownLocked(ids.RemoteCommID(), ids.LocalCommID())
 			return
 		}
 		m.st.DropDuplicate++
@@ -311,7 +323,7 @@ func (m *mgr) recvRTU(b []byte) {
 	ids := r.CommIDs()
 	c := m.lookupLocked(ids.RemoteCommID(), ids.LocalCommID())
 	if c == nil {
-		m.st.DropUnknownCommID++
+		m.unknownLocked(ids.RemoteCommID(), ids.LocalCommID())
 		return
 	}
 	if c.st != StateREPSent && c.st != StateMRAREPRcvd {
@@ -329,7 +341,7 @@ func (m *mgr) recvDREQ(from Addr, b []byte) {
 	c := m.lookupLocked(ids.RemoteCommID(), ids.LocalCommID())
 	if c == nil {
 		// cm.c:cm_issue_drep: let the peer finish its disconnect.
-		m.st.DropUnknownCommID++
+		m.unknownLocked(ids.RemoteCommID(), ids.LocalCommID())
 		d := newMAD(mad.AttrDREP, mad.Header(b).TID())
 		dr := mad.DREP(d)
 		dr.CommIDs().SetLocalCommID(ids.RemoteCommID())
@@ -367,7 +379,7 @@ func (m *mgr) recvDREP(b []byte) {
 	ids := r.CommIDs()
 	c := m.lookupLocked(ids.RemoteCommID(), ids.LocalCommID())
 	if c == nil {
-		m.st.DropUnknownCommID++
+		m.unknownLocked(ids.RemoteCommID(), ids.LocalCommID())
 		return
 	}
 	if c.st != StateDREQSent && c.st != StateDREQRcvd {

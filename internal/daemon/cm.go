@@ -68,6 +68,7 @@ type CMStats struct {
 	DropBadHeader     uint64   `json:"drop_bad_header"`
 	DropBadAttribute  uint64   `json:"drop_bad_attribute"`
 	DropUnknownCommID uint64   `json:"drop_unknown_comm_id"`
+	AfterDestroy      uint64   `json:"after_destroy"`
 	DropUnexpected    uint64   `json:"drop_unexpected"`
 	DropDuplicate     uint64   `json:"drop_duplicate"`
 	DropNoResources   uint64   `json:"drop_no_resources"`
@@ -100,7 +101,7 @@ func (d *Daemon) cmStats() CMStats {
 	s, g := d.cm.Stats(), d.gsi.Stats()
 	return CMStats{MADsReceived: s.MADsReceived, MADsSent: s.MADsSent, Retransmits: s.Retransmits, Timeouts: s.Timeouts,
 		DropTruncated: s.DropTruncated, DropBadHeader: s.DropBadHeader, DropBadAttribute: s.DropBadAttribute,
-		DropUnknownCommID: s.DropUnknownCommID, DropUnexpected: s.DropUnexpected, DropDuplicate: s.DropDuplicate,
+		DropUnknownCommID: s.DropUnknownCommID, AfterDestroy: s.AfterDestroy, DropUnexpected: s.DropUnexpected, DropDuplicate: s.DropDuplicate,
 		DropNoResources: s.DropNoResources, SendErrors: s.SendErrors, REJSent: s.REJSent, REJReceived: s.REJReceived,
 		StaleRejected: s.StaleRejected, IDs: s.IDs, Timewaits: s.Timewaits,
 		GSI: GSIStats{Received: g.Received, Sent: g.Sent, SendErrors: g.SendErrors, NoSendBuffer: g.NoSendBuffer,
