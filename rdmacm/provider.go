@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -143,9 +144,11 @@ func (p *Provider) Counts() Counts {
 
 // Remove is the device going away (daemon shutdown): every id gets
 // RDMA_CM_EVENT_DEVICE_REMOVAL, as cma_process_remove delivers it, and
-// new channels are refused. The channels stay open until the programs
-// close them or the attach server closes the connections.
-func (p *Provider) Remove() {
+// new channels are refused. It then waits, until ctx is done or at most
+// removalWait, for the programs to take those events (or close their
+// channels): the attach server closes the connections next, and a program
+// must see DEVICE_REMOVAL, not a broken device file.
+func (p *Provider) Remove(ctx context.Context) {
 	p.mu.Lock()
 	if p.removing {
 		p.mu.Unlock()
@@ -174,6 +177,33 @@ func (p *Provider) Remove() {
 	for _, c := range drop {
 		c.Destroy()
 	}
+	ctx, cancel := context.WithTimeout(ctx, removalWait)
+	defer cancel()
+	for !p.removalTaken() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// removalWait bounds how long shutdown waits for programs to read
+// DEVICE_REMOVAL.
+const removalWait = 2 * time.Second
+
+// removalTaken reports whether no channel still holds a DEVICE_REMOVAL.
+func (p *Provider) removalTaken() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ch := range p.channels {
+		for _, ev := range ch.events {
+			if ev.typ == EventDeviceRemoval {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // randPSN is a random 24-bit starting PSN (cma.c: get_random_u32() &

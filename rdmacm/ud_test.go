@@ -2,6 +2,7 @@ package rdmacm
 
 import (
 	"bytes"
+	"context"
 
 	"github.com/irdma-emu/irdma-emu/attach"
 	"syscall"
@@ -87,7 +88,7 @@ func TestDeviceRemoval(t *testing.T) {
 	c.must("bind", c.bindIP(h1, "10.0.0.1:9000"))
 	c.must("listen", c.listen(h1, 1))
 	h2 := c.createID(2, PSUDP)
-	d.p.Remove()
+	go d.p.Remove(context.Background())
 	got := map[uint64]bool{}
 	for range 2 {
 		got[c.expect(EventDeviceRemoval).uid] = true

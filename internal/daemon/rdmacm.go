@@ -76,9 +76,10 @@ func (h muxHandler) Open(p *attach.Peer) (attach.Session, attach.Welcome, error)
 }
 
 // Quiesce tells every RDMA CM id the device is going
-// (RDMA_CM_EVENT_DEVICE_REMOVAL), then quiesces uverbs.
+// (RDMA_CM_EVENT_DEVICE_REMOVAL) and lets the programs read it, then
+// quiesces uverbs.
 func (h muxHandler) Quiesce(ctx context.Context) error {
-	h.cma.Remove()
+	h.cma.Remove(ctx)
 	return h.uverbsHandler.Quiesce(ctx)
 }
 
