@@ -16,7 +16,7 @@ FROM debian:bookworm-slim
 # the rest are the programs users run through it.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      gcc libc6-dev ibverbs-utils ibverbs-providers perftest iproute2 \
+      gcc libc6-dev ibverbs-utils ibverbs-providers perftest rdmacm-utils librdmacm1 iproute2 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/irdma-emu /usr/local/bin/irdma-emu
 ENTRYPOINT ["irdma-emu"]

@@ -48,6 +48,17 @@ const (
 const (
 	// FeatureNotify: the daemon answers NOTIFY.
 	FeatureNotify uint32 = 1 << 0
+	// FeatureRdmaCM: the daemon serves /dev/infiniband/rdma_cm (a HELLO
+	// with HelloRdmaCM opens an RDMA CM event channel, docs/cm.md).
+	FeatureRdmaCM uint32 = 1 << 1
+)
+
+// HELLO flags: what the connection opens.
+const (
+	// HelloRdmaCM: this connection is an open of /dev/infiniband/rdma_cm
+	// (one RDMA CM event channel, the kernel's ucma_file), not of a
+	// uverbs device. Its CMD messages carry rdma_ucm commands.
+	HelloRdmaCM uint32 = 1 << 0
 )
 
 func (t Type) String() string {
@@ -178,7 +189,7 @@ func parseName(b []byte) string {
 type Hello struct {
 	Version uint32 // Version
 	PID     uint32 // the client's pid, for logs
-	Flags   uint32 // 0
+	Flags   uint32 // HelloRdmaCM or 0
 	Program string // the program's name, for logs (at most 63 bytes kept)
 }
 

@@ -431,6 +431,7 @@ func (cs *connState) hello(h Header, payload []byte, fds []*os.File) ([]byte, []
 	if _, ok := sess.(Notifier); ok {
 		rep.Features = w.Features & FeatureNotify
 	}
+	rep.Features |= w.Features & FeatureRdmaCM
 	cs.log.Debug("attach: open", zap.String("program", m.Program), zap.Uint32("pid", m.PID), zap.Bool("mem", p.Mem != nil))
 	return AppendMessage(nil, TypeHello, h.Seq, rep.Append(nil)), nil, true
 }

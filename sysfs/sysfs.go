@@ -37,6 +37,17 @@ const (
 	// (IB_UVERBS_MAJOR); minors start at UverbsBaseMinor.
 	UverbsMajor     = 231
 	UverbsBaseMinor = 192
+	// RdmaCMABI is class/misc/rdma_cm/abi_version: the rdma_ucm ABI
+	// (RDMA_USER_CM_ABI_VERSION), which librdmacm reads when netlink
+	// RDMA does not answer (check_abi_version_sysfs) and accepts 3–4.
+	RdmaCMABI = 4
+	// RdmaCMMajor and RdmaCMMinor are the misc device number the tree
+	// gives /dev/infiniband/rdma_cm (the kernel's is a dynamic misc
+	// minor; the preload reports the host's own if the host has the
+	// device, so that librdmacm's st_rdev check against a netlink
+	// answer holds).
+	RdmaCMMajor = 10
+	RdmaCMMinor = 123
 )
 
 // PortState is ib_port_state.
@@ -279,6 +290,18 @@ func (d *Device) files() map[string]string {
 	put(dev+"device/subsystem_vendor", "0x%04x", d.PCI.SubsystemVendorID)
 	put(dev+"device/subsystem_device", "0x%04x", d.PCI.SubsystemID)
 	put(dev+"device/revision", "0x%02x", d.PCI.Revision)
+	// device/net/IFNAME: the netdev of the PCI function, where tools
+	// built on librdmacm (and rdma-core's CM tests) look for the
+	// device's interface and its IP addresses. The kernel's is a
+	// directory of the netdev's attributes; ifindex is enough to find
+	// it.
+	if nd := d.netdev(); nd != "" {
+		if ifi, err := net.InterfaceByName(nd); err == nil {
+			put(dev+"device/net/"+nd+"/ifindex", "%d", ifi.Index)
+		} else {
+			put(dev+"device/net/"+nd+"/ifindex", "0")
+		}
+	}
 
 	for i, p := range d.Ports {
 		port := fmt.Sprintf("%sports/%d/", dev, i+1)
@@ -323,6 +346,18 @@ func (d *Device) files() map[string]string {
 	return f
 }
 
+// netdev is the device's network interface: the netdev of its GIDs.
+func (d *Device) netdev() string {
+	for _, p := range d.Ports {
+		for _, g := range p.GIDs {
+			if g.NetDev != "" {
+				return g.NetDev
+			}
+		}
+	}
+	return ""
+}
+
 func lookup(t []string, i int) string {
 	if i >= 0 && i < len(t) {
 		return t[i]
@@ -336,7 +371,12 @@ func lookup(t []string, i int) string {
 // without it, two renames). Directories are 0755 and files 0444, like
 // sysfs.
 func Write(root string, devs ...Device) error {
-	files := map[string]string{"class/infiniband_verbs/abi_version": fmt.Sprintf("%d\n", UverbsABI)}
+	files := map[string]string{
+		"class/infiniband_verbs/abi_version": fmt.Sprintf("%d\n", UverbsABI),
+		// The rdma_cm misc device (ucma.c: misc_register, abi_version).
+		"class/misc/rdma_cm/abi_version": fmt.Sprintf("%d\n", RdmaCMABI),
+		"class/misc/rdma_cm/dev":         fmt.Sprintf("%d:%d\n", RdmaCMMajor, RdmaCMMinor),
+	}
 	seenName, seenUverbs := map[string]bool{}, map[int]bool{}
 	for i := range devs {
 		d := &devs[i]

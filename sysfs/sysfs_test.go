@@ -80,6 +80,11 @@ func TestWriteTree(t *testing.T) {
 		"class/infiniband/irdma0/ports/1/gids/31":           "0000:0000:0000:0000:0000:0000:0000:0000\n",
 		"class/infiniband/irdma0/ports/1/gid_attrs/ndevs/0": "lo\n",
 		"class/infiniband/irdma0/ports/1/gid_attrs/ndevs/1": "lo\n",
+		// librdmacm's check_abi_version_sysfs; the netdev's directory
+		// under the PCI function (lo is ifindex 1 in every namespace).
+		"class/misc/rdma_cm/abi_version":                "4\n",
+		"class/misc/rdma_cm/dev":                        "10:123\n",
+		"class/infiniband/irdma0/device/net/lo/ifindex": "1\n",
 	}
 	for rel, w := range want {
 		if got := read(t, root, rel); got != w {

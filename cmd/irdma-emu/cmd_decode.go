@@ -33,7 +33,10 @@ Reads a pcap or pcapng capture (Ethernet, Linux cooked SLL/SLL2 or raw IP
 link types) and prints one line per RoCEv2 packet (UDP to port 4791):
 time, source and destination, the opcode as Wireshark names it, DestQP,
 PSN, AckReq, the fields of every extension header, the payload length and
-whether the ICRC is right. A packet that cannot be decoded gets a line
+whether the ICRC is right. A UD SEND to QP1 carrying a communication
+manager MAD (class 0x07) also gets the CM message named, with its
+transaction ID, comm IDs, service ID, QPN, starting PSN, REJ reason or
+SIDR status (docs/cm.md); "cm" in --json. A packet that cannot be decoded gets a line
 with the reason. Other frames (ARP, ICMP, other UDP, ...) are skipped and
 counted in a summary line at the end.
 
@@ -367,6 +370,13 @@ func textLine(n int, ts string, f *wire.Frame, icrcOK bool) string {
 		fmt.Fprintf(&sb, " inv_rkey=%#08x", h.RKey())
 	}
 	fmt.Fprintf(&sb, " len=%d", len(p.Payload))
+	if cs, ok, err := cmMAD(p); ok {
+		if err != nil {
+			fmt.Fprintf(&sb, " cm=BAD (%v)", err)
+		} else {
+			sb.WriteString(" " + cs.String())
+		}
+	}
 	if icrcOK {
 		sb.WriteString(" icrc=ok\n")
 	} else {
@@ -433,6 +443,9 @@ type jsonPacket struct {
 	PayloadLen int    `json:"payload_len"`
 	ICRC       uint32 `json:"icrc"`
 	ICRCOK     bool   `json:"icrc_ok"`
+
+	// CM is the CM MAD a UD SEND to QP1 carries (decode_cm.go).
+	CM *jsonCM `json:"cm,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -490,6 +503,9 @@ func newJSONPacket(n int, ts string, f *wire.Frame, icrcOK bool) *jsonPacket {
 	}
 	if h := p.IETH; h != nil {
 		j.IETHRKey = ptr(h.RKey())
+	}
+	if cs, ok, err := cmMAD(p); ok {
+		j.CM = newJSONCM(cs, err)
 	}
 	return j
 }

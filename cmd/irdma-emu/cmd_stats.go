@@ -143,6 +143,9 @@ func formatStats(s daemon.Stats, prev *daemon.Stats, oneQP bool) string {
 		}
 		p("resources: %s sessions, %d PDs, %d CQs, %d QPs (%d with a transport), %d MRs/MWs, %d AHs, %d multicast groups, %d bus regions\n",
 			sessions, r.PDs, r.CQs, r.QPs, r.Transports, r.MRs, r.AHs, r.McastGroups, r.BusRegions)
+		if r.CMChannels != 0 || r.CMIDs != 0 || r.CMListens != 0 {
+			p("rdma_cm: %d channels, %d ids, %d listens\n", r.CMChannels, r.CMIDs, r.CMListens)
+		}
 		p("\nhardware counters (irdma hw_stats)\n")
 		if pt.HWError != "" {
 			p("  unavailable: %s\n", pt.HWError)

@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/irdma-emu/irdma-emu/attach"
+	"github.com/irdma-emu/irdma-emu/cm"
+	"github.com/irdma-emu/irdma-emu/cm/gsi"
 	"github.com/irdma-emu/irdma-emu/driver"
 	"github.com/irdma-emu/irdma-emu/emu/device"
 	"github.com/irdma-emu/irdma-emu/emu/engine"
@@ -70,6 +72,9 @@ type Daemon struct {
 	link *portLink
 	capf *os.File // the --pcap file, if any
 	capt *capture
+
+	gsi *gsi.Agent  // QP1 (cm.go)
+	cm  *cm.Manager // the IBTA CM on it
 
 	handler attach.Handler
 	attach  *attach.Server
@@ -180,6 +185,11 @@ func Start(cfg Config) (_ *Daemon, err error) {
 	if err = d.eng.Start(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
+	// QP1 and the communication manager (cm.go).
+	if err = d.startCM(); err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { _ = d.stopCM() })
 
 	// What programs see: the sysfs tree, then the socket that opens the
 	// device.
@@ -372,6 +382,9 @@ func (d *Daemon) shutdown() error {
 	d.ctl.close()
 	_ = d.port.Close() // ends followPort
 	d.bg.Wait()
+	if err := d.stopCM(); err != nil {
+		errs = append(errs, fmt.Errorf("cm: %w", err))
+	}
 	if err := d.drv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("driver: %w", err))
 	}

@@ -22,7 +22,11 @@ func DefaultHandler(d *Daemon) (attach.Handler, error) {
 		return nil, err
 	}
 	d.Engine().AddDoorbellSource(p)
-	return uverbsHandler{p}, nil
+	cma, err := newRdmaCM(d, cmManager(d))
+	if err != nil {
+		return nil, err
+	}
+	return muxHandler{uverbsHandler{p}, cma}, nil
 }
 
 // uverbsHandler is the uverbs provider with the daemon's shutdown step.

@@ -30,6 +30,8 @@ type Stats struct {
 	QPs []QPStats `json:"qps"`
 	// Resources are what the device holds now.
 	Resources Resources `json:"resources"`
+	// CM are the communication manager's counters (docs/cm.md).
+	CM CMStats `json:"cm"`
 }
 
 // Resources count what the device holds now: the attach sessions (the
@@ -49,6 +51,12 @@ type Resources struct {
 	McastGroups int `json:"mcast_groups"`
 	BusRegions  int `json:"bus_regions"`
 	Transports  int `json:"transports"` // port.active_qps
+	// CMChannels and CMIDs are the RDMA CM's open event channels
+	// (/dev/infiniband/rdma_cm files) and their ids (rdmacm).
+	CMChannels int `json:"cm_channels"`
+	CMIDs      int `json:"cm_ids"`
+	CMListens  int `json:"cm_listens"` // service IDs listened on
+
 }
 
 // sessionCounter is implemented by an attach handler that counts its
@@ -253,6 +261,8 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 		Multicast: es.Loopback.Multicast, NoBuffer: es.Loopback.NoBuffer}
 	s.Cycles = cycles(es.Meter, d.dev.Meter().Model().Hz())
 	s.Resources = d.resources(es.QPs)
+	d.ownResources(&s.Resources)
+	s.CM = d.cmStats()
 
 	if qpn >= 0 {
 		q, ok := d.qpStats(uint32(qpn))
@@ -286,6 +296,10 @@ func (d *Daemon) resources(transports int) Resources {
 		McastGroups: r.McastGroups, BusRegions: d.dev.Mem().NumRegions(), Transports: transports}
 	if sc, ok := d.handler.(sessionCounter); ok {
 		out.Sessions = sc.Sessions()
+	}
+	if cma := d.RdmaCM(); cma != nil {
+		c := cma.Counts()
+		out.CMChannels, out.CMIDs, out.CMListens = c.Channels, c.IDs, c.Listens
 	}
 	return out
 }

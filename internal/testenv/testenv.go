@@ -167,7 +167,8 @@ func PackageOf(prog string) string {
 		return "ibverbs-utils"
 	case strings.HasPrefix(prog, "ib_"):
 		return "perftest"
-	case strings.HasPrefix(prog, "rdma_") || prog == "rping" || prog == "ucmatose":
+	case strings.HasPrefix(prog, "rdma_") || prog == "rping" || prog == "ucmatose" || prog == "udaddy" ||
+		prog == "mckey" || prog == "cmtime" || prog == "rstream" || prog == "riostream":
 		return "rdmacm-utils"
 	}
 	return "unknown"

@@ -31,6 +31,9 @@
 #define IEMU_NAME 64
 enum { IEMU_T_HELLO = 1, IEMU_T_CMD = 2, IEMU_T_MMAP = 3, IEMU_T_MEM = 4, IEMU_T_NOTIFY = 5 };
 #define IEMU_FEATURE_NOTIFY 1u /* HELLO reply features: NOTIFY answered */
+#define IEMU_FEATURE_RDMACM 2u /* HELLO reply features: /dev/infiniband/rdma_cm served */
+#define IEMU_CM_IDX 100000     /* the fake index of /dev/infiniband/rdma_cm */
+#define IEMU_HELLO_RDMACM 1u   /* HELLO flags: this connection is an rdma_cm channel */
 
 #define IEMU_PAGE 4096u
 

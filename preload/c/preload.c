@@ -134,32 +134,14 @@ void iemu_dbg(const char *fmt, ...)
  * The fake character devices
  */
 
-/* fake_index returns N for "/dev/infiniband/uverbsN" when the sysfs tree
- * has class/infiniband_verbs/uverbsN/dev, and its device number; else -1. */
-static int fake_index(const char *path, dev_t *rdev)
+/* read_dev reads a sysfs "MAJ:MIN" file of the tree into *rdev. */
+static int read_dev(const char *file, dev_t *rdev)
 {
-	static const char prefix[] = "/dev/infiniband/uverbs";
-	char file[640], buf[32];
+	char buf[32];
 	unsigned maj, min;
 	long n;
-	int fd, idx = 0, i;
+	int fd;
 
-	if (path == NULL || path[0] != '/' || strncmp(path, prefix, sizeof prefix - 1) != 0)
-		return -1;
-	iemu_init();
-	if (!iemu_env.active)
-		return -1;
-	path += sizeof prefix - 1;
-	for (i = 0; path[i] >= '0' && path[i] <= '9'; i++) {
-		if (i == 4)
-			return -1;
-		idx = idx * 10 + (path[i] - '0');
-	}
-	if (i == 0 || path[i] != 0)
-		return -1;
-	if (snprintf(file, sizeof file, "%s/class/infiniband_verbs/uverbs%d/dev",
-		     iemu_env.sysfs, idx) >= (int)sizeof file)
-		return -1;
 	fd = (int)syscall(SYS_openat, AT_FDCWD, file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -173,10 +155,64 @@ static int fake_index(const char *path, dev_t *rdev)
 	if (sscanf(buf, "%u:%u", &maj, &min) != 2)
 		return -1;
 	*rdev = makedev(maj, min);
+	return 0;
+}
+
+/* fake_cm: "/dev/infiniband/rdma_cm" when the tree has
+ * class/misc/rdma_cm/dev. Its device number is the host's own rdma_cm's
+ * when the host has one (librdmacm compares st_rdev with what the
+ * kernel's netlink says, check_abi_version_nl), else the tree's. */
+static int fake_cm(dev_t *rdev)
+{
+	char file[640];
+	struct stat st;
+
+	if (snprintf(file, sizeof file, "%s/class/misc/rdma_cm/dev", iemu_env.sysfs) >= (int)sizeof file)
+		return -1;
+	if (read_dev(file, rdev) < 0)
+		return -1;
+	if (syscall(SYS_newfstatat, AT_FDCWD, "/dev/infiniband/rdma_cm", &st, 0) == 0 && S_ISCHR(st.st_mode))
+		*rdev = st.st_rdev;
+	return IEMU_CM_IDX;
+}
+
+/* fake_index returns N for "/dev/infiniband/uverbsN" when the sysfs tree
+ * has class/infiniband_verbs/uverbsN/dev, and its device number;
+ * IEMU_CM_IDX for "/dev/infiniband/rdma_cm" (fake_cm); else -1. */
+static int fake_index(const char *path, dev_t *rdev)
+{
+	static const char prefix[] = "/dev/infiniband/uverbs";
+	static const char cmpath[] = "/dev/infiniband/rdma_cm";
+	char file[640];
+	int idx = 0, i;
+
+	if (path == NULL || path[0] != '/' || strncmp(path, "/dev/infiniband/", 16) != 0)
+		return -1;
+	iemu_init();
+	if (!iemu_env.active)
+		return -1;
+	if (strcmp(path, cmpath) == 0)
+		return fake_cm(rdev);
+	if (strncmp(path, prefix, sizeof prefix - 1) != 0)
+		return -1;
+	path += sizeof prefix - 1;
+	for (i = 0; path[i] >= '0' && path[i] <= '9'; i++) {
+		if (i == 4)
+			return -1;
+		idx = idx * 10 + (path[i] - '0');
+	}
+	if (i == 0 || path[i] != 0)
+		return -1;
+	if (snprintf(file, sizeof file, "%s/class/infiniband_verbs/uverbs%d/dev",
+		     iemu_env.sysfs, idx) >= (int)sizeof file)
+		return -1;
+	if (read_dev(file, rdev) < 0)
+		return -1;
 	return idx;
 }
 
-/* The identity of a fake device, the same for stat(path) and fstat(fd). */
+/* The identity of a fake device, the same for stat(path) and fstat(fd).
+ * IEMU_CM_IDX stands for rdma_cm (uverbs indexes are below 10000). */
 #define FAKE_DEV makedev(0, 6) /* devtmpfs-like */
 #define FAKE_INO(idx) ((ino_t)0x75766500u + (ino_t)(idx))
 
@@ -206,6 +242,14 @@ struct conn {
 	int idx;           /* N of uverbsN */
 	dev_t rdev;        /* its device number */
 	uint32_t features; /* HELLO reply's features (IEMU_FEATURE_*) */
+	/* An rdma_cm channel: the program's descriptor (the one in the
+	 * table) is the readiness pipe the daemon signals; requests go over
+	 * sock, which the program never sees. -1 for uverbs, whose
+	 * descriptor is the socket itself. */
+	int sock;
+	dev_t kdev; /* identity of sock: a range close may have taken its */
+	ino_t kino; /* number, which must then not be closed again */
+	uint32_t token; /* the daemon's name of the channel (MIGRATE_ID) */
 	/* Under tab_lock: */
 	unsigned refs; /* table entries + borrowers */
 	int fds[CONN_MAX_FDS];
@@ -243,6 +287,14 @@ static void conn_free(struct conn *c)
 	/* A child of fork never touches its parent's locks. */
 	if (c->owner == iemu_pid)
 		pthread_mutex_destroy(&c->lock);
+	if (c->sock >= 0) {
+		/* The last descriptor of an rdma_cm channel went: close its
+		 * connection, unless a close_range/closefrom took the number
+		 * and it now names something else. */
+		struct stat st;
+		if (sys_fstat(c->sock, &st) == 0 && st.st_dev == c->kdev && st.st_ino == c->kino)
+			sys_close(c->sock);
+	}
 	free(c->buf);
 	free(c);
 }
@@ -503,12 +555,12 @@ void iemu_announce_mem(uintptr_t addr, size_t len, uint64_t fdoff, int memfd)
 
 	pthread_mutex_lock(&tab_lock);
 	for (c = conns; c != NULL; c = c->next)
-		if (c->owner == iemu_pid && c->nfds > 0)
+		if (c->owner == iemu_pid && c->nfds > 0 && c->sock < 0)
 			cap++;
 	if (cap > 0 && (list = malloc(cap * sizeof *list)) == NULL)
 		iemu_dbg("arena: no memory to announce a piece: the device cannot reach it");
 	for (c = conns; list != NULL && c != NULL && n < cap; c = c->next) {
-		if (c->owner != iemu_pid || c->nfds == 0)
+		if (c->owner != iemu_pid || c->nfds == 0 || c->sock >= 0)
 			continue;
 		c->refs++;
 		list[n].c = c;
@@ -596,6 +648,8 @@ int iemu_notify_request(int fd, int *efd, void **page, volatile uint32_t **polli
 /* discard frees a connection that never made it into the table. */
 static void discard(struct conn *c, int fd)
 {
+	if (c->sock >= 0 && c->sock != fd)
+		sys_close(c->sock);
 	pthread_mutex_destroy(&c->lock);
 	free(c->buf);
 	free(c);
@@ -603,13 +657,14 @@ static void discard(struct conn *c, int fd)
 }
 
 static int open_device_nocancel(int idx, dev_t rdev, int flags);
+static int open_cm_nocancel(dev_t rdev, int flags);
 
 static int open_device(int idx, dev_t rdev, int flags)
 {
 	int cancel, fd, err;
 
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-	fd = open_device_nocancel(idx, rdev, flags);
+	fd = idx == IEMU_CM_IDX ? open_cm_nocancel(rdev, flags) : open_device_nocancel(idx, rdev, flags);
 	err = errno;
 	pthread_setcancelstate(cancel, NULL);
 	errno = err;
@@ -660,6 +715,7 @@ static int open_device_nocancel(int idx, dev_t rdev, int flags)
 		return -1;
 	}
 	pthread_mutex_init(&c->lock, NULL);
+	c->sock = -1;
 	c->owner = iemu_pid;
 	c->sdev = st.st_dev;
 	c->sino = st.st_ino;
@@ -730,6 +786,133 @@ static int open_device_nocancel(int idx, dev_t rdev, int flags)
 	}
 	iemu_dbg("open uverbs%d: fd %d, device %s", idx, fd, device);
 	return fd;
+}
+
+/* open_cm_nocancel opens /dev/infiniband/rdma_cm: a connection to the
+ * same daemon with HELLO flag IEMU_HELLO_RDMACM (one event channel, the
+ * kernel's ucma_file), then the daemon's readiness pipe, which becomes the
+ * program's descriptor (docs/cm.md "The channel"): poll, epoll and select
+ * on it see POLLIN exactly while events are queued. */
+static int open_cm_nocancel(dev_t rdev, int flags)
+{
+	struct sockaddr_un sa;
+	struct conn *c;
+	struct stat st;
+	unsigned char hello[16 + IEMU_NAME], chan[8];
+	int rfds[IEMU_MAX_FDS], nrfds, sock, memfd, r, i, pfd = -1;
+	size_t plen;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, iemu_env.sock, strlen(iemu_env.sock) + 1);
+	sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+		return -1;
+	if (connect(sock, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		iemu_dbg("open rdma_cm: cannot reach the daemon at %s: %s", iemu_env.sock, strerror(errno));
+		sys_close(sock);
+		errno = ENODEV;
+		return -1;
+	}
+	c = calloc(1, sizeof *c);
+	if (c != NULL)
+		c->buf = malloc(IEMU_MAX_MSG);
+	if (c == NULL || c->buf == NULL) {
+		free(c);
+		sys_close(sock);
+		errno = ENOMEM;
+		return -1;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->sock = sock;
+	if (sys_fstat(sock, &st) == 0) {
+		c->kdev = st.st_dev;
+		c->kino = st.st_ino;
+	}
+	c->owner = iemu_pid;
+	c->idx = IEMU_CM_IDX;
+	c->rdev = rdev;
+
+	/* /proc/self/mem: the daemon reads SET_OPTION's optval and writes
+	 * responses through it, so that a bad pointer is EFAULT as in the
+	 * kernel (copy_from_user/copy_to_user). */
+	memfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/mem", O_RDWR | O_CLOEXEC);
+	memset(hello, 0, sizeof hello);
+	put32(hello, IEMU_VERSION);
+	put32(hello + 4, (uint32_t)iemu_pid);
+	put32(hello + 8, IEMU_HELLO_RDMACM);
+	for (i = 0; program_invocation_short_name != NULL && i < IEMU_NAME - 1 &&
+		    program_invocation_short_name[i] != 0;
+	     i++)
+		hello[16 + i] = (unsigned char)program_invocation_short_name[i];
+	r = transact(c, sock, IEMU_T_HELLO, hello, sizeof hello, memfd, &plen, rfds, &nrfds);
+	if (memfd >= 0)
+		sys_close(memfd);
+	if (r == 0) {
+		close_fds(rfds, nrfds);
+		if (plen == 16 + IEMU_NAME) {
+			r = (int32_t)get32(c->buf + IEMU_HDR);
+			c->features = get32(c->buf + IEMU_HDR + 12);
+			if (r == 0 && !(c->features & IEMU_FEATURE_RDMACM))
+				r = -ENODEV; /* a daemon that does not serve rdma_cm */
+		} else {
+			r = plen == 4 ? (int32_t)get32(c->buf + IEMU_HDR) : -EPROTO;
+		}
+		if (r > 0)
+			r = -EPROTO;
+	}
+	if (r == 0) {
+		/* The channel: the daemon's private first command. */
+		put32(chan, 0x49454d01u);
+		put32(chan + 4, 8u << 16); /* in 0, out 8 */
+		r = transact(c, sock, IEMU_T_CMD, chan, sizeof chan, -1, &plen, rfds, &nrfds);
+		if (r == 0) {
+			unsigned char *p = c->buf + IEMU_HDR;
+			if (plen != 24 + 4 + 8 || (int32_t)get32(p) < 0 || get32(p + 4) != 1 || nrfds != 1 ||
+			    get32(p + 16) != 8 || get32(p + 24) != 4) {
+				close_fds(rfds, nrfds);
+				r = plen >= 4 && (int32_t)get32(p) < 0 ? (int32_t)get32(p) : -EPROTO;
+			} else {
+				c->token = get32(p + 28);
+				pfd = rfds[0];
+			}
+		}
+	}
+	if (r != 0) {
+		iemu_dbg("open rdma_cm: the daemon refused: %s", strerror(-r));
+		discard(c, -1);
+		errno = (r == -ECONNRESET || r == -EPIPE) ? ENODEV : -r;
+		return -1;
+	}
+	if (!(flags & O_CLOEXEC)) {
+		CALL_REAL(fcntl, pfd, F_SETFD, 0);
+		CALL_REAL(fcntl, sock, F_SETFD, 0);
+	}
+	if (flags & O_NONBLOCK)
+		CALL_REAL(fcntl, pfd, F_SETFL, O_NONBLOCK);
+	if (pfd >= FDTAB_SIZE || sys_fstat(pfd, &st) < 0) {
+		sys_close(pfd);
+		discard(c, -1);
+		errno = EMFILE;
+		return -1;
+	}
+	c->sdev = st.st_dev;
+	c->sino = st.st_ino;
+	pthread_mutex_lock(&tab_lock);
+	r = add_entry(pfd, c);
+	if (r == 0) {
+		c->next = conns;
+		conns = c;
+	}
+	pthread_mutex_unlock(&tab_lock);
+	if (r != 0) {
+		sys_close(pfd);
+		discard(c, -1);
+		errno = EMFILE;
+		return -1;
+	}
+	iemu_dbg("open rdma_cm: fd %d, channel %u", pfd, c->token);
+	return pfd;
 }
 
 static int do_open(const char *path, int flags, mode_t mode, int dirfd, int at,
@@ -852,7 +1035,7 @@ static ssize_t do_cmd(struct conn *c, int fd, const void *buf, size_t count)
 	r = begin(c, &cancel);
 	if (r < 0)
 		return r;
-	r = transact(c, fd, IEMU_T_CMD, buf, count, -1, &plen, rfds, &nrfds);
+	r = transact(c, c->sock >= 0 ? c->sock : fd, IEMU_T_CMD, buf, count, -1, &plen, rfds, &nrfds);
 	if (r < 0) {
 		broke(c, r);
 		r = -EIO;
@@ -907,6 +1090,57 @@ out:
  * anything but a bounds check, a load and the call to libc; the slow paths
  * are out of line. */
 
+/* rdma_cm commands the preload looks at (rdma_user_cm.h). */
+#define UCMA_GET_EVENT 12u
+#define UCMA_MIGRATE_ID 18u
+#define UCMA_MIGRATE_FD_OFF (8 + 12) /* hdr, response, id, then fd */
+
+/* cm_cmd sends one rdma_cm command. Two need the preload:
+ *  - GET_EVENT blocks in the kernel until an event is queued: the daemon
+ *    answers EAGAIN at once, and unless the program's descriptor is
+ *    O_NONBLOCK we wait for it to poll readable and ask again; a signal
+ *    ends the wait with EINTR (wait_event_interruptible).
+ *  - MIGRATE_ID names the old channel by the program's descriptor
+ *    number, which means nothing to the daemon: it gets the channel's
+ *    token instead (or a code for "not open" / "not an rdma_cm file"). */
+static ssize_t cm_cmd(struct conn *c, int fd, const void *buf, size_t count)
+{
+	unsigned char mig[64];
+	uint32_t cmd = count >= 4 ? get32(buf) : ~0u;
+	struct pollfd pf;
+	ssize_t r;
+
+	if (cmd == UCMA_MIGRATE_ID && count >= UCMA_MIGRATE_FD_OFF + 4 && count <= sizeof mig) {
+		int ofd = (int)get32((const unsigned char *)buf + UCMA_MIGRATE_FD_OFF);
+		struct conn *o = conn_get(ofd);
+		uint32_t tok;
+
+		if (o != NULL && o->sock >= 0)
+			tok = o->token;
+		else if (o == NULL && CALL_REAL(fcntl, ofd, F_GETFD) < 0)
+			tok = 0xffffffffu; /* not an open descriptor */
+		else
+			tok = 0xfffffffeu; /* open, not an rdma_cm channel */
+		if (o != NULL)
+			conn_put(o);
+		memcpy(mig, buf, count);
+		put32(mig + UCMA_MIGRATE_FD_OFF, tok);
+		return do_cmd(c, fd, mig, count);
+	}
+	for (;;) {
+		r = do_cmd(c, fd, buf, count);
+		if (r != -EAGAIN || cmd != UCMA_GET_EVENT)
+			return r;
+		if (CALL_REAL(fcntl, fd, F_GETFL) & O_NONBLOCK)
+			return r;
+		pf.fd = fd;
+		pf.events = POLLIN;
+		pf.revents = 0;
+		if (poll(&pf, 1, -1) < 0)
+			return -errno;
+	}
+}
+
 __attribute__((noinline)) static ssize_t write_slow(int fd, const void *buf, size_t count)
 {
 	struct conn *c = conn_get(fd);
@@ -914,7 +1148,7 @@ __attribute__((noinline)) static ssize_t write_slow(int fd, const void *buf, siz
 
 	if (c == NULL)
 		return CALL_REAL(write, fd, buf, count);
-	r = do_cmd(c, fd, buf, count);
+	r = c->sock >= 0 ? cm_cmd(c, fd, buf, count) : do_cmd(c, fd, buf, count);
 	conn_put(c);
 	if (r < 0) {
 		errno = (int)-r;
@@ -984,7 +1218,7 @@ static void *do_mmap(struct conn *c, int fd, void *addr, size_t len, int prot, i
 	put64(p + 8, len);
 	put32(p + 16, (uint32_t)prot);
 	put32(p + 20, (uint32_t)flags);
-	r = transact(c, fd, IEMU_T_MMAP, p, sizeof p, -1, &plen, rfds, &nrfds);
+	r = transact(c, c->sock >= 0 ? c->sock : fd, IEMU_T_MMAP, p, sizeof p, -1, &plen, rfds, &nrfds);
 	if (r < 0) {
 		broke(c, r);
 		err = EIO;
