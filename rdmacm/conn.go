@@ -584,12 +584,16 @@ func (p *Provider) cmdInitQPAttr(ch *Channel, respAddr uint64, handle, qpState u
 		mask = maskState | maskAV | maskPathMTU | maskDestQPN | maskRQPSN | maskMaxDestRd | maskMinRNRTimer
 		le.PutUint32(r[qaPathMTU:], uint32(id.path.MTU))
 		le.PutUint32(r[qaDestQPN:], id.peerQPN)
-		le.PutUint32(r[qaRQPSN:], id.peerPSN)
+		// cm.c: the starting PSN a side puts in its REQ or REP is the one its
+		// own receive queue expects (ib_send_cm_req and ib_send_cm_rep set
+		// rq_psn from it; cm_req_handler and cm_rep_handler set sq_psn from the
+		// peer's).
+		le.PutUint32(r[qaRQPSN:], id.seqNum)
 		r[qaMaxDestRdAtom] = id.respRes
 		putAHAttr(r[qaAHAttr:], id.path)
 	case qpState == qpsRTS:
 		mask = maskState | maskSQPSN | maskTimeout | maskRetryCnt | maskRNRRetry | maskMaxRdAtomic
-		le.PutUint32(r[qaSQPSN:], id.seqNum)
+		le.PutUint32(r[qaSQPSN:], id.peerPSN)
 		r[qaTimeout] = ackTimeout(id)
 		r[qaRetryCnt] = id.retryCount
 		r[qaRNRRetry] = id.rnrRetry

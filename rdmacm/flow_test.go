@@ -3,12 +3,14 @@ package rdmacm
 import (
 	"bytes"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/irdma-emu/irdma-emu/attach"
+	"github.com/irdma-emu/irdma-emu/cm/mad"
 )
 
 // TestConnectDisconnect runs librdmacm's sequence of commands for one RC
@@ -50,6 +52,20 @@ func TestConnectDisconnect(t *testing.T) {
 		t.Fatalf("INIT mask %#x port %d", le.Uint32(qa), qa[qaPortNum])
 	}
 
+	// Watch the REQ and REP on the wire: their starting PSNs are what the
+	// QPs' attributes must agree with (not merely with each other).
+	var reqPSN, repPSN atomic.Uint32
+	w.mu.Lock()
+	w.drop = func(b []byte) bool {
+		switch mad.Header(b).AttrID() {
+		case mad.AttrREQ:
+			reqPSN.Store(mad.REQ(b).StartingPSN() | 1<<31)
+		case mad.AttrREP:
+			repPSN.Store(mad.REP(b).StartingPSN() | 1<<31)
+		}
+		return false
+	}
+	w.mu.Unlock()
 	cli.must("connect", cli.connect(cid, 0x111, []byte("hello")))
 	req := srv.expect(EventConnectRequest)
 	if req.uid != 0x5001 || req.id == lid {
@@ -81,6 +97,13 @@ func TestConnectDisconnect(t *testing.T) {
 	if le.Uint32(crtr[qaRQPSN:]) != le.Uint32(srts[qaSQPSN:]) || le.Uint32(rtr[qaRQPSN:]) != le.Uint32(crts[qaSQPSN:]) {
 		t.Fatalf("PSNs: client rq %#x server sq %#x, server rq %#x client sq %#x",
 			le.Uint32(crtr[qaRQPSN:]), le.Uint32(srts[qaSQPSN:]), le.Uint32(rtr[qaRQPSN:]), le.Uint32(crts[qaSQPSN:]))
+	}
+	// cm.c: the PSN a side puts in its REQ or REP is the one its own
+	// receive queue expects (ib_send_cm_req/ib_send_cm_rep set rq_psn from
+	// it); a kernel peer (rdma_rxe) NAKs every packet otherwise.
+	if q, p := reqPSN.Load(), repPSN.Load(); q>>31 == 0 || p>>31 == 0 ||
+		le.Uint32(crtr[qaRQPSN:]) != q&0xffffff || le.Uint32(rtr[qaRQPSN:]) != p&0xffffff {
+		t.Fatalf("PSNs: REQ %#x REP %#x, client rq %#x, server rq %#x", q, p, le.Uint32(crtr[qaRQPSN:]), le.Uint32(rtr[qaRQPSN:]))
 	}
 	if le.Uint32(crtr[qaDestQPN:]) != 0x222 || crtr[qaMaxDestRdAtom] != 2 || crts[qaMaxRdAtomic] != 2 {
 		t.Fatalf("active RTR dest %#x max_dest_rd %d RTS max_rd %d", le.Uint32(crtr[qaDestQPN:]), crtr[qaMaxDestRdAtom], crts[qaMaxRdAtomic])

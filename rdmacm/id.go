@@ -55,13 +55,13 @@ type cmID struct {
 	backlog int
 	events  int // events_reported
 
-	seqNum uint32 // our starting PSN
+	seqNum uint32 // the starting PSN we send in REQ/REP: what our receive queue expects (cm.c)
 	cmid   *cm.ID
 	// What the connection exchange told us (REQ on the passive side, REP
 	// on the active side) and what we sent.
 	passive    bool
 	peerQPN    uint32
-	peerPSN    uint32
+	peerPSN    uint32 // the peer's REQ/REP starting PSN: where our send queue starts
 	peerQKey   uint32
 	respRes    uint8 // our max_dest_rd_atomic
 	initDepth  uint8 // our max_rd_atomic
