@@ -31,6 +31,8 @@
 #define IEMU_NAME 64
 enum { IEMU_T_HELLO = 1, IEMU_T_CMD = 2, IEMU_T_MMAP = 3, IEMU_T_MEM = 4, IEMU_T_NOTIFY = 5 };
 #define IEMU_FEATURE_NOTIFY 1u /* HELLO reply features: NOTIFY answered */
+#define IEMU_FEATURE_NETLINK 4u /* HELLO reply features: this connection is a netlink socket (netlink.c) */
+#define IEMU_HELLO_NETLINK 2u   /* HELLO flags: this connection is a NETLINK_RDMA socket */
 
 #define IEMU_PAGE 4096u
 
