@@ -252,7 +252,6 @@ func TestMalformed(t *testing.T) {
 	}
 }
 
-
 func FuzzHandle(f *testing.F) {
 	f.Add(req(CmdGet, flagDump))
 	f.Add(req(CmdPortGet, flagAck, u32attr(AttrDevIndex, 0), u32attr(AttrPortIndex, 1)))
