@@ -94,6 +94,7 @@ var (
 	// printed something.
 	reVerdict = regexp.MustCompile(`\.\.\. (ok|FAIL|ERROR|skipped (.*)|expected failure|unexpected success)\s*$`)
 	reSkipped = regexp.MustCompile(`^skipped (.*)$`)
+	reAlone   = regexp.MustCompile(`^(ok|FAIL|ERROR|skipped (.*)|expected failure|unexpected success)\s*$`)
 )
 
 // classify reads a test's output.
@@ -107,6 +108,11 @@ func classify(out string, runErr error, timedOut bool) (verdict, reason string) 
 	}
 	for _, l := range strings.Split(out, "\n") {
 		m := reVerdict.FindStringSubmatch(l)
+		if m == nil {
+			// A test that printed after "... " gets its verdict on a
+			// line of its own.
+			m = reAlone.FindStringSubmatch(l)
+		}
 		if m == nil {
 			continue
 		}
@@ -234,6 +240,15 @@ func TestRdmaCoreSuite(t *testing.T) {
 	}
 	t.Logf("rdma-core %s: %d tests, %v each at most", rc.version, len(ids), limit)
 
+	outDir := os.Getenv("IRDMA_EMU_CONFORMANCE_OUT")
+	if outDir == "" {
+		outDir = rc.dir
+	}
+	// Every test's output, for the reasons the table abbreviates.
+	logDir := filepath.Join(outDir, "logs-gen2")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		logDir = ""
+	}
 	var rows []result
 	for i, id := range ids {
 		ctx, cancel := context.WithTimeout(context.Background(), limit)
@@ -248,6 +263,9 @@ func TestRdmaCoreSuite(t *testing.T) {
 		timedOut := ctx.Err() != nil
 		cancel()
 		v, reason := classify(out.String(), err, timedOut)
+		if logDir != "" {
+			_ = os.WriteFile(filepath.Join(logDir, id+".log"), out.Bytes(), 0o644)
+		}
 		rows = append(rows, result{id: id, verdict: v, secs: secs, reason: reason})
 		if v != "OK" && v != "SKIP" && testing.Verbose() {
 			t.Logf("[%d/%d] %s %s (%.1fs): %s", i+1, len(ids), v, id, secs, reason)
@@ -258,10 +276,6 @@ func TestRdmaCoreSuite(t *testing.T) {
 		}
 	}
 
-	outDir := os.Getenv("IRDMA_EMU_CONFORMANCE_OUT")
-	if outDir == "" {
-		outDir = rc.dir
-	}
 	table := writeTable(t, outDir, "gen2", rc, rows)
 	t.Logf("table: %s", table)
 
