@@ -8,10 +8,10 @@ import (
 
 // Resource kinds as the kernel's resource tracking (restrack) counts and
 // lists them: what `rdma resource show` reports through netlink
-// (nldev.c fill_res_*_entry). Numbers are the device's own ids (QP
-// number, CQ id, PD id, STag index, context = session); Linux numbers CQs,
-// PDs, MRs and contexts with restrack's own cyclic ids instead, and QPs
-// with their QP number as here.
+// (nldev.c fill_res_*_entry). QPs are numbered by QP number as on Linux;
+// CQs and PDs by the device's ids and contexts by session, where Linux
+// uses restrack's cyclic ids; MRs by a device-wide id from 0 like
+// restrack's (libirdma's ring registrations have no STag).
 type (
 	// ResQP is one QP.
 	ResQP struct {
@@ -36,7 +36,7 @@ type (
 	// ResMR is one memory region.
 	ResMR struct {
 		PID        uint32
-		MRN        uint32 // STag index
+		MRN        uint32 // a device-wide id from 0, as restrack's (ring registrations have no STag)
 		LKey, RKey uint32
 		Length     uint64
 		PDN        uint32
@@ -117,7 +117,7 @@ func (s *Session) resources(r *Resources) {
 		case *cqObj:
 			r.CQs = append(r.CQs, ResCQ{PID: pid, CQN: v.cq.ID(), CQE: uint32(v.cq.CQE()), Users: cqUsers[v], Ctx: s.id})
 		case *mrObj:
-			r.MRs = append(r.MRs, ResMR{PID: pid, MRN: v.mr.LKey() >> 8, LKey: v.mr.LKey(), RKey: v.mr.RKey(),
+			r.MRs = append(r.MRs, ResMR{PID: pid, MRN: v.resID, LKey: v.mr.LKey(), RKey: v.mr.RKey(),
 				Length: v.mr.Length(), PDN: v.pd.pd.ID(), Ctx: s.id})
 		case *qpObj:
 			a, _ := s.p.d.QueryQP(v.qp)
