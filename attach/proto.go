@@ -51,6 +51,10 @@ const (
 	// FeatureRdmaCM: the daemon serves /dev/infiniband/rdma_cm (a HELLO
 	// with HelloRdmaCM opens an RDMA CM event channel, docs/cm.md).
 	FeatureRdmaCM uint32 = 1 << 1
+	// FeatureNetlink: the daemon accepted a HELLO with HelloNetlink; the
+	// connection now carries raw NETLINK_RDMA messages (docs/attach.md
+	// "Netlink connections"). Only set in the reply to such a HELLO.
+	FeatureNetlink uint32 = 1 << 2
 )
 
 // HELLO flags: what the connection opens.
@@ -59,6 +63,10 @@ const (
 	// (one RDMA CM event channel, the kernel's ucma_file), not of a
 	// uverbs device. Its CMD messages carry rdma_ucm commands.
 	HelloRdmaCM uint32 = 1 << 0
+	// HelloNetlink: this connection is a NETLINK_RDMA socket of the
+	// program, not an open of a uverbs device. After the HELLO reply
+	// every message in both directions is a raw netlink datagram.
+	HelloNetlink uint32 = 1 << 1
 )
 
 func (t Type) String() string {
@@ -189,7 +197,11 @@ func parseName(b []byte) string {
 type Hello struct {
 	Version uint32 // Version
 	PID     uint32 // the client's pid, for logs
-	Flags   uint32 // HelloRdmaCM or 0
+	Flags   uint32 // HelloRdmaCM, HelloNetlink or 0
+	// Port is the netlink port id the program's socket reports
+	// (getsockname, nlmsg_pid of the replies) for HelloNetlink; 0
+	// otherwise (the word was reserved and sent as 0).
+	Port    uint32
 	Program string // the program's name, for logs (at most 63 bytes kept)
 }
 
@@ -198,7 +210,7 @@ func (m Hello) Append(b []byte) []byte {
 	b = le.AppendUint32(b, m.Version)
 	b = le.AppendUint32(b, m.PID)
 	b = le.AppendUint32(b, m.Flags)
-	b = le.AppendUint32(b, 0)
+	b = le.AppendUint32(b, m.Port)
 	return appendName(b, m.Program)
 }
 
@@ -211,6 +223,7 @@ func ParseHello(p []byte) (Hello, error) {
 		Version: le.Uint32(p),
 		PID:     le.Uint32(p[4:]),
 		Flags:   le.Uint32(p[8:]),
+		Port:    le.Uint32(p[12:]),
 		Program: parseName(p[16:]),
 	}, nil
 }

@@ -134,6 +134,9 @@ type ListenConfig struct {
 	DirMode os.FileMode
 	// Logger receives connection events and protocol errors; nil means none.
 	Logger *zap.Logger
+	// Netlink answers the programs' NETLINK_RDMA sockets (HELLO with
+	// HelloNetlink); nil refuses them with -EPROTONOSUPPORT.
+	Netlink NetlinkHandler
 }
 
 // Server serves the attach protocol on one socket.
@@ -141,6 +144,7 @@ type Server struct {
 	ln   *net.UnixListener
 	path string
 	h    Handler
+	nl   NetlinkHandler
 	log  *zap.Logger
 
 	mu     sync.Mutex
@@ -192,7 +196,7 @@ func (lc ListenConfig) Listen(path string, h Handler) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("attach: %w", err)
 	}
-	s := &Server{ln: ln, path: path, h: h, log: log, conns: map[*net.UnixConn]struct{}{}}
+	s := &Server{ln: ln, path: path, h: h, nl: lc.Netlink, log: log, conns: map[*net.UnixConn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -282,7 +286,7 @@ func (s *Server) accept() {
 // serve runs one connection until it ends.
 func (s *Server) serve(c *net.UnixConn) {
 	defer s.wg.Done()
-	cs := &connState{h: s.h, log: s.log, cred: peerCred(c)}
+	cs := &connState{h: s.h, nl: s.nl, log: s.log, cred: peerCred(c)}
 	defer func() {
 		c.Close()
 		s.mu.Lock()
@@ -312,6 +316,11 @@ func (s *Server) serve(c *net.UnixConn) {
 		if !keep {
 			return
 		}
+		if cs.nlSess != nil {
+			// The connection is a netlink socket from now on.
+			serveNetlink(c, cs.nlSess, cs.log)
+			return
+		}
 	}
 }
 
@@ -330,10 +339,13 @@ func peerCred(c *net.UnixConn) *unix.Ucred {
 // connState is the protocol state of one connection, apart from its
 // socket, so that the fuzz target can drive it directly.
 type connState struct {
-	h    Handler
-	log  *zap.Logger
-	cred *unix.Ucred
-	sess Session // nil until HELLO succeeded
+	h  Handler
+	nl NetlinkHandler // nil: HelloNetlink is refused
+	// nlSess is set once a HELLO with HelloNetlink was accepted.
+	nlSess NetlinkSession
+	log    *zap.Logger
+	cred   *unix.Ucred
+	sess   Session // nil until HELLO succeeded
 }
 
 func (cs *connState) close() {
@@ -402,6 +414,11 @@ func (cs *connState) hello(h Header, payload []byte, fds []*os.File) ([]byte, []
 	if err != nil {
 		closeFiles(fds)
 		return cs.protocolError(h, err), nil, false
+	}
+	if m.Version == Version && m.Flags&HelloNetlink != 0 {
+		reply, sess := cs.helloNetlink(h, m, fds)
+		cs.nlSess = sess
+		return reply, nil, sess != nil
 	}
 	rep := HelloReply{Version: Version}
 	if m.Version != Version {

@@ -163,7 +163,7 @@ func (s *Session) regMR(a *bundle) error {
 		s.unmapIO(io)
 		return err
 	}
-	h := s.h.alloc(object{kindMR, &mrObj{mr: mr, pd: pd, io: io, regType: regType}})
+	h := s.h.alloc(object{kindMR, &mrObj{mr: mr, pd: pd, io: io, regType: regType, resID: s.p.nextMRResID.Add(1) - 1}})
 	resp := make([]byte, szRegMRResp)
 	put32(resp, 0, h)
 	put32(resp, 4, mr.LKey())

@@ -34,6 +34,10 @@ type mrObj struct {
 	pd      *pdObj
 	io      *hostmem.Region // MapIO mapping made for the registration, if any
 	regType uint16
+	// resID numbers the MR as restrack does (rdma_restrack_add: a
+	// device-wide id from 0): libirdma's ring registrations have no
+	// STag to name them by (restrack.go).
+	resID uint32
 }
 
 type mwObj struct {

@@ -139,6 +139,8 @@ type Provider struct {
 	mu       sync.RWMutex
 	sessions atomic.Pointer[[]*Session]
 	nextID   atomic.Uint64
+	// nextMRResID is the next MR's restrack id (restrack.go).
+	nextMRResID atomic.Uint32
 
 	// nmu guards the contexts that notify, the state last published to
 	// them and the counters of those gone.

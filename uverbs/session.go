@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -34,6 +35,9 @@ type Session struct {
 	async    atomic.Pointer[eventFile]    // the async event file, once GET_CONTEXT made it
 	ntf      atomic.Pointer[notifier]     // the post notification, once NOTIFY made it
 
+	// hmu guards h for readers outside the command path (Resources, the
+	// netlink resource dumps); Command and Close hold it while they run.
+	hmu      sync.Mutex
 	h        handleTable
 	channels []*compChannel
 	mem      memMap
@@ -219,6 +223,8 @@ func (a *bundle) udataOut(resp []byte) {
 // Command implements attach.Session: one write() on the uverbs file
 // (uverbs_main.c:ib_uverbs_write).
 func (s *Session) Command(cmd []byte) (reply attach.CmdReply) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
 	if s.closed {
 		return attach.CmdReply{Status: -int32(syscall.EIO)}
 	}
@@ -469,6 +475,8 @@ func (s *Session) asyncEvent(cnt *eventCounter, element uint64, typ uint32) {
 // and MWs, CQs, MRs, PDs; then the event files, the doorbell page, the
 // memory mappings and the ucontext (irdma_dealloc_ucontext).
 func (s *Session) Close() {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
 	if s.closed {
 		return
 	}

@@ -199,3 +199,33 @@ func TestSetEnv(t *testing.T) {
 		t.Fatalf("setEnv = %v", got)
 	}
 }
+
+// TestExecSysClass: as root, absolute /sys/class paths show the device's
+// tree (a file read with cat, a directory listed with ls: libc internals
+// no preload sees) while the host's classes stay; the host's own
+// /sys/class is untouched; --sys-class off gives the host's view.
+func TestExecSysClass(t *testing.T) {
+	needTool(t, "gcc", "sh")
+	testenv.Root(t)
+	run := runDirWithTree(t)
+	attachtest.Start(t, run, "irdma0", attachtest.Config{})
+	script := `cat /sys/class/infiniband/irdma0/ports/1/pkeys/0; ls /sys/class/infiniband_verbs; test -e /sys/class/net/lo && echo net-lo`
+	out, errs, code := irdmaEmu(t, run, "exec", "--sys-class", "on", "--", "sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	want := "0xffff\nabi_version\nuverbs0\nnet-lo\n"
+	if out != want {
+		t.Fatalf("in the namespace:\n%s\nwant\n%s(stderr %s)", out, want, errs)
+	}
+	if _, err := os.Stat("/sys/class/infiniband/irdma0"); err == nil {
+		t.Fatalf("the host's /sys/class shows irdma0 after exec")
+	}
+	out, _, code = irdmaEmu(t, run, "exec", "--sys-class", "off", "--", "sh", "-c", "test -e /sys/class/infiniband/irdma0 && echo seen; true")
+	if code != 0 || out != "" {
+		t.Fatalf("--sys-class off: exit %d, %q", code, out)
+	}
+	if _, errs, code := irdmaEmu(t, run, "exec", "--sys-class", "maybe", "--", "true"); code != exitUsage {
+		t.Fatalf("--sys-class maybe: exit %d %s", code, errs)
+	}
+}

@@ -204,7 +204,7 @@ func Start(cfg Config) (_ *Daemon, err error) {
 	if d.handler, err = mk(d); err != nil {
 		return nil, fmt.Errorf("attach handler: %w", err)
 	}
-	d.attach, err = attach.ListenConfig{Logger: d.log.Named("attach")}.Listen(paths.Socket, d.handler)
+	d.attach, err = attach.ListenConfig{Logger: d.log.Named("attach"), Netlink: netlinkHandler{d}}.Listen(paths.Socket, d.handler)
 	if errors.Is(err, attach.ErrInUse) {
 		err = fmt.Errorf("%w: %s answers on %s (another daemon started meanwhile)", ErrInUse, cfg.Name, paths.Socket)
 	}

@@ -34,6 +34,8 @@ enum { IEMU_T_HELLO = 1, IEMU_T_CMD = 2, IEMU_T_MMAP = 3, IEMU_T_MEM = 4, IEMU_T
 #define IEMU_FEATURE_RDMACM 2u /* HELLO reply features: /dev/infiniband/rdma_cm served */
 #define IEMU_CM_IDX 100000     /* the fake index of /dev/infiniband/rdma_cm */
 #define IEMU_HELLO_RDMACM 1u   /* HELLO flags: this connection is an rdma_cm channel */
+#define IEMU_FEATURE_NETLINK 4u /* HELLO reply features: this connection is a netlink socket (netlink.c) */
+#define IEMU_HELLO_NETLINK 2u   /* HELLO flags: this connection is a NETLINK_RDMA socket */
 
 #define IEMU_PAGE 4096u
 

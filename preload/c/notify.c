@@ -266,6 +266,17 @@ static void *next_verbs(void **slot, const char *name)
 	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 	if (f == NULL) {
 		f = dlvsym(RTLD_NEXT, name, "IBVERBS_1.1");
+		if (f == NULL) {
+			/* libibverbs loaded RTLD_LOCAL by a dlopen'ed object (a
+			 * Python extension: pyverbs) is not in the global scope
+			 * RTLD_NEXT searches, yet the program's call reached us:
+			 * take the copy that is loaded, never load one. */
+			void *h = dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_NOLOAD);
+			if (h != NULL) {
+				f = dlvsym(h, name, "IBVERBS_1.1");
+				dlclose(h);
+			}
+		}
 		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
 	}
 	return f;

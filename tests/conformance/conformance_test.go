@@ -1,0 +1,342 @@
+// Package conformance runs rdma-core's own test suite (its tests/ folder,
+// pyverbs) against an irdma-emu daemon with upstream rdma-core's libibverbs,
+// libirdma and pyverbs (built by rdma-core.sh, cached), one test at a time
+// through `irdma-emu exec`, each with a time limit, and writes the table
+// docs/conformance.md describes: test, verdict, seconds, reason.
+//
+//	go test -count=1 -v -timeout 90m ./tests/conformance/
+//	IRDMA_EMU_CONFORMANCE_RUN='test_device|test_pd' …   only the tests whose id matches
+//	IRDMA_EMU_CONFORMANCE_TIMEOUT=60s …                 the limit per test (default 60s)
+//	IRDMA_EMU_CONFORMANCE_OUT=DIR …                     where the table goes (default: the cache)
+//
+// The verdicts are the suite's own (unittest: ok, skipped, FAIL, ERROR)
+// plus TIMEOUT (the test outlived its limit and was killed: on hardware no
+// test waits forever, so a TIMEOUT is a bug of the emulator) and CRASH (the
+// process died of a signal). Every test that is not OK or skipped must be
+// listed in known-gen2.txt with its reason; a listed test that now passes
+// is reported, so that the list only shrinks.
+package conformance_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/irdma-emu/irdma-emu/internal/daemon/daemontest"
+	"github.com/irdma-emu/irdma-emu/internal/testaddr"
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
+)
+
+func TestMain(m *testing.M) { daemontest.Main(m) }
+
+// rdmaCore is a cached build (rdma-core.sh's directory).
+type rdmaCore struct {
+	dir, version string
+}
+
+func (r rdmaCore) build() string { return filepath.Join(r.dir, "build") }
+
+// buildRdmaCore runs rdma-core.sh (fetch and build, or the cached build).
+func buildRdmaCore(t *testing.T) rdmaCore {
+	t.Helper()
+	script, err := filepath.Abs("rdma-core.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	cmd := exec.Command(script)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err = cmd.Run()
+	t.Logf("rdma-core.sh (%v):\n%s", time.Since(start).Round(time.Second), errb.String())
+	testenv.Check(t, err, "rdma-core 65 built by tests/conformance/rdma-core.sh: "+lastLine(errb.String()),
+		"needs the sid deb-src of deb.debian.org and the Debian packages cmake ninja-build cython3 python3-dev libnl-3-dev libnl-route-3-dev pkg-config")
+	dir := lastLine(out.String())
+	b, err := os.ReadFile(filepath.Join(dir, "BUILT"))
+	if err != nil {
+		t.Fatalf("rdma-core.sh printed %q: %v", dir, err)
+	}
+	r := rdmaCore{dir: dir}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "version "); ok {
+			r.version = v
+		}
+	}
+	return r
+}
+
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return l[len(l)-1]
+}
+
+// result is one row of the table.
+type result struct {
+	id      string
+	verdict string // OK, SKIP, FAIL, ERROR, TIMEOUT, CRASH
+	secs    float64
+	reason  string
+}
+
+var (
+	// unittest -v: "test_x (tests.test_y.Class.test_x) ... ok" and its
+	// variants; the verdict may follow on a later line when the test
+	// printed something.
+	reVerdict = regexp.MustCompile(`\.\.\. (ok|FAIL|ERROR|skipped (.*)|expected failure|unexpected success)\s*$`)
+	reSkipped = regexp.MustCompile(`^skipped (.*)$`)
+	reAlone   = regexp.MustCompile(`^(ok|FAIL|ERROR|skipped (.*)|expected failure|unexpected success)\s*$`)
+)
+
+// classify reads a test's output.
+func classify(out string, runErr error, timedOut bool) (verdict, reason string) {
+	if timedOut {
+		return "TIMEOUT", lastMeaningful(out)
+	}
+	var ee *exec.ExitError
+	if errors.As(runErr, &ee) && ee.ExitCode() < 0 {
+		return "CRASH", ee.String() + ": " + lastMeaningful(out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		m := reVerdict.FindStringSubmatch(l)
+		if m == nil {
+			// A test that printed after "... " gets its verdict on a
+			// line of its own.
+			m = reAlone.FindStringSubmatch(l)
+		}
+		if m == nil {
+			continue
+		}
+		switch {
+		case m[1] == "ok" || m[1] == "expected failure":
+			return "OK", ""
+		case reSkipped.MatchString(m[1]):
+			return "SKIP", strings.Trim(m[2], `'"`)
+		case m[1] == "FAIL":
+			return "FAIL", failReason(out)
+		case m[1] == "unexpected success":
+			return "FAIL", "unexpected success"
+		default:
+			return "ERROR", failReason(out)
+		}
+	}
+	if runErr == nil {
+		return "ERROR", "no verdict in the output: " + lastMeaningful(out)
+	}
+	return "ERROR", failReason(out)
+}
+
+// failReason is the exception line of a traceback (the last line of the
+// first "Traceback" block), else the last meaningful line.
+func failReason(out string) string {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "Traceback") {
+			continue
+		}
+		for j := i + 1; j < len(lines); j++ {
+			if s := strings.TrimSpace(lines[j]); s != "" && !strings.HasPrefix(lines[j], " ") {
+				return s
+			}
+		}
+	}
+	return lastMeaningful(out)
+}
+
+func lastMeaningful(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		s := strings.TrimSpace(lines[i])
+		if s == "" || strings.HasPrefix(s, "---") || strings.HasPrefix(s, "Ran ") || s == "OK" || strings.HasPrefix(s, "FAILED") || strings.HasPrefix(s, "===") {
+			continue
+		}
+		return s
+	}
+	return ""
+}
+
+// known reads known-<profile>.txt: "test-id<TAB>reason" lines, # comments.
+func known(t *testing.T, name string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	b, err := os.ReadFile(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return m
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		id, reason, _ := strings.Cut(l, "\t")
+		m[strings.TrimSpace(id)] = strings.TrimSpace(reason)
+	}
+	return m
+}
+
+func TestRdmaCoreSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rdma-core's suite takes minutes: not in -short")
+	}
+	testenv.Root(t)
+	testenv.Tools(t, "rdma", "ip")
+	testenv.Program(t, "python3", "python3")
+	rc := buildRdmaCore(t)
+	bld := rc.build()
+	runner := filepath.Join(bld, "bin", "run_tests.py")
+
+	limit := 60 * time.Second
+	if v := os.Getenv("IRDMA_EMU_CONFORMANCE_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("IRDMA_EMU_CONFORMANCE_TIMEOUT: %v", err)
+		}
+		limit = d
+	}
+	var filter *regexp.Regexp
+	if v := os.Getenv("IRDMA_EMU_CONFORMANCE_RUN"); v != "" {
+		filter = regexp.MustCompile(v)
+	}
+
+	addr := testaddr.Loopback(t, 1)[0]
+	d := daemontest.Run(t, daemontest.Options{}, "--addr", addr.String())
+	bin := daemontest.Binary(t)
+	env := append(os.Environ(),
+		"IRDMA_EMU_RUN_DIR="+d.RunDir,
+		// The build's libibverbs, librdmacm and providers (IN_PLACE: its
+		// libibverbs.d names the build's provider libraries).
+		"LD_LIBRARY_PATH="+filepath.Join(bld, "lib"),
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+	)
+
+	// The list of tests, as the suite itself loads them.
+	list := exec.Command(bin, "exec", "--", runner, "--list-tests")
+	list.Env = env
+	lo, err := list.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run_tests.py --list-tests: %v\n%s", err, lo)
+	}
+	var ids []string
+	for _, l := range strings.Split(string(lo), "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "tests.") {
+			if filter == nil || filter.MatchString(l) {
+				ids = append(ids, l)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		t.Fatalf("no tests listed:\n%s", lo)
+	}
+	t.Logf("rdma-core %s: %d tests, %v each at most", rc.version, len(ids), limit)
+
+	outDir := os.Getenv("IRDMA_EMU_CONFORMANCE_OUT")
+	if outDir == "" {
+		outDir = rc.dir
+	}
+	// Every test's output, for the reasons the table abbreviates.
+	logDir := filepath.Join(outDir, "logs-gen2")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		logDir = ""
+	}
+	var rows []result
+	for i, id := range ids {
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		cmd := exec.CommandContext(ctx, bin, "exec", "--", runner, "--dev", d.Name, "-v", id)
+		cmd.Env = env
+		cmd.WaitDelay = 5 * time.Second
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		start := time.Now()
+		err := cmd.Run()
+		secs := time.Since(start).Seconds()
+		timedOut := ctx.Err() != nil
+		cancel()
+		v, reason := classify(out.String(), err, timedOut)
+		if logDir != "" {
+			_ = os.WriteFile(filepath.Join(logDir, id+".log"), out.Bytes(), 0o644)
+		}
+		rows = append(rows, result{id: id, verdict: v, secs: secs, reason: reason})
+		if v != "OK" && v != "SKIP" && testing.Verbose() {
+			t.Logf("[%d/%d] %s %s (%.1fs): %s", i+1, len(ids), v, id, secs, reason)
+		}
+		if v == "TIMEOUT" || v == "CRASH" {
+			// The daemon must still be there for the next test.
+			d.WaitReady(t, 10*time.Second)
+		}
+	}
+
+	table := writeTable(t, outDir, "gen2", rc, rows)
+	t.Logf("table: %s", table)
+
+	// Judge against the list of known non-passing tests.
+	kn := known(t, "known-gen2.txt")
+	counts := map[string]int{}
+	listed := 0
+	var unlisted, fixed []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		counts[r.verdict]++
+		seen[r.id] = true
+		_, isKnown := kn[r.id]
+		switch {
+		case r.verdict == "OK" || r.verdict == "SKIP":
+			if isKnown {
+				fixed = append(fixed, r.id)
+			}
+		case r.verdict == "TIMEOUT":
+			unlisted = append(unlisted, fmt.Sprintf("%s TIMEOUT (no test may hang): %s", r.id, r.reason))
+		case isKnown:
+			listed++
+		default:
+			unlisted = append(unlisted, fmt.Sprintf("%s %s: %s", r.id, r.verdict, r.reason))
+		}
+	}
+	fmt.Printf("\n== rdma-core %s suite on irdma-emu GEN_2: %d tests: %d OK, %d skipped, %d FAIL, %d ERROR, %d TIMEOUT, %d CRASH; %d listed in known-gen2.txt\n",
+		rc.version, len(rows), counts["OK"], counts["SKIP"], counts["FAIL"], counts["ERROR"], counts["TIMEOUT"], counts["CRASH"], listed)
+	sort.Strings(fixed)
+	for _, f := range fixed {
+		t.Logf("now passes, remove it from known-gen2.txt: %s", f)
+	}
+	for _, u := range unlisted {
+		t.Errorf("not listed in known-gen2.txt: %s", u)
+	}
+}
+
+// writeTable writes the table as Markdown and as tab-separated text.
+func writeTable(t *testing.T, dir, profile string, rc rdmaCore, rows []result) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, fmt.Sprintf("conformance-%s-%s.md", profile, rc.version))
+	var b bytes.Buffer
+	w := bufio.NewWriter(&b)
+	fmt.Fprintf(w, "# rdma-core %s tests on irdma-emu (%s), %s\n\n| test | verdict | seconds | reason |\n|---|---|---|---|\n",
+		rc.version, profile, time.Now().UTC().Format(time.RFC3339))
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %.1f | %s |\n", r.id, r.verdict, r.secs, strings.ReplaceAll(r.reason, "|", `\|`))
+	}
+	w.Flush()
+	if err := os.WriteFile(name, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var tsv bytes.Buffer
+	for _, r := range rows {
+		fmt.Fprintf(&tsv, "%s\t%s\t%.1f\t%s\n", r.id, r.verdict, r.secs, r.reason)
+	}
+	if err := os.WriteFile(strings.TrimSuffix(name, ".md")+".tsv", tsv.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
