@@ -189,6 +189,12 @@ func TestRdmaCoreSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("rdma-core's suite takes minutes: not in -short")
 	}
+	// Opt-in until .ci/run can keep the rdma-core build between runs: an
+	// uncached build takes ~25 minutes of a 2-core machine and the suite
+	// ~13 more, past CI's budget (docs/conformance.md "Running it").
+	if os.Getenv("IRDMA_EMU_CONFORMANCE") != "1" {
+		t.Skip("rdma-core's suite runs with IRDMA_EMU_CONFORMANCE=1 (docs/conformance.md)")
+	}
 	testenv.Root(t)
 	testenv.Tools(t, "rdma", "ip")
 	testenv.Program(t, "python3", "python3")
