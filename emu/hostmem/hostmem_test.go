@@ -407,6 +407,27 @@ func TestMapIOWriteOrder(t *testing.T) {
 	}
 }
 
+// TestMapIOWriteUnordered: WriteUnordered is one WriteAt whatever the
+// lines, and writes the same bytes.
+func TestMapIOWriteUnordered(t *testing.T) {
+	const base = 0x1010
+	for _, n := range []int{1, 0x31, 200, 4096} {
+		m := newMemory(t)
+		f := newRW(base + 8192)
+		r := mapIO(t, m, f, base, 8192)
+		p := bytes.Repeat([]byte{0xCD}, n)
+		if err := m.WriteUnordered(r.IOVA()+0x30, p); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]span{{0x1040, int64(n)}}, f.writes, cmp.AllowUnexported(span{})); diff != "" {
+			t.Errorf("%d bytes: WriteAt calls (-want +got):\n%s", n, diff)
+		}
+		if !bytes.Equal(f.buf[base+0x30:base+0x30+n], p) {
+			t.Errorf("%d bytes: payload not written", n)
+		}
+	}
+}
+
 func TestMapIOErrors(t *testing.T) {
 	m := newMemory(t)
 	f := newRW(4096)

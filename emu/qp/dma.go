@@ -1,6 +1,7 @@
 package qp
 
 import (
+	"github.com/irdma-emu/irdma-emu/emu/hostmem"
 	"github.com/irdma-emu/irdma-emu/emu/mr"
 	"github.com/irdma-emu/irdma-emu/emu/timing"
 )
@@ -29,7 +30,7 @@ func (t *Transport) readPayload(ctx *Ctx, w *SQWQE, off uint64, dst []byte) uint
 		return 0
 	}
 	t.dp.charge(timing.PayloadDMARead, len(dst))
-	if ae, left := copySGEs(t, ctx, w.Fragments(), off, dst, false); ae != 0 || left == 0 {
+	if ae, left := copySGEs(t, ctx, w.Fragments(), off, dst, false, false); ae != 0 || left == 0 {
 		return ae
 	}
 	return AEWQEInvalidParameter // the SGEs hold less than the message
@@ -37,13 +38,14 @@ func (t *Transport) readPayload(ctx *Ctx, w *SQWQE, off uint64, dst []byte) uint
 
 // writePayload is the payload write of a receive: it writes src at offset
 // off of the SGE list frags (receive buffers, READ sinks) through their
-// L_Keys, with local write access.
-func (t *Transport) writePayload(ctx *Ctx, frags []Fragment, off uint64, src []byte) uint16 {
+// L_Keys, with local write access. last says src ends the message: only
+// then is its final cache line stored last (store).
+func (t *Transport) writePayload(ctx *Ctx, frags []Fragment, off uint64, src []byte, last bool) uint16 {
 	if len(src) == 0 {
 		return 0
 	}
 	t.dp.charge(timing.PayloadDMAWrite, len(src))
-	if ae, left := copySGEs(t, ctx, frags, off, src, true); ae != 0 || left == 0 {
+	if ae, left := copySGEs(t, ctx, frags, off, src, true, last); ae != 0 || left == 0 {
 		return ae
 	}
 	return AEMsgTooLongForBuffer
@@ -65,11 +67,11 @@ func (t *Transport) readSpans(spans []mr.Span, dst []byte) bool {
 
 // writeSpans is the payload write of a WRITE packet or an atomic's
 // original value: src into the host memory spans its key translated to,
-// in order. It reports a failed access.
-func (t *Transport) writeSpans(spans []mr.Span, src []byte) bool {
+// in order; last as for writePayload. It reports a failed access.
+func (t *Transport) writeSpans(spans []mr.Span, src []byte, last bool) bool {
 	t.dp.charge(timing.PayloadDMAWrite, len(src))
 	for _, s := range spans {
-		if t.dp.Mem.Write(s.IOVA, src[:s.Len]) != nil {
+		if t.store(s.IOVA, src[:s.Len], last && int(s.Len) == len(src)) != nil {
 			return false
 		}
 		src = src[s.Len:]
@@ -77,12 +79,24 @@ func (t *Transport) writeSpans(spans []mr.Span, src []byte) bool {
 	return true
 }
 
+// store writes p at iova. Only the bytes that end a message are stored
+// with their final cache line last (hostmem.Memory.Write), for programs
+// that spin on a buffer's last byte; the rest of a message needs no such
+// order, since its end comes later, and on a program's /proc/<pid>/mem
+// the order costs a second system call (hostmem.Memory.WriteUnordered).
+func (t *Transport) store(iova hostmem.IOVA, p []byte, ordered bool) error {
+	if ordered {
+		return t.dp.Mem.Write(iova, p)
+	}
+	return t.dp.Mem.WriteUnordered(iova, p)
+}
+
 // copySGEs moves buf between memory and offset off of the SGE list frags,
 // each SGE translated through its L_Key: from memory into buf (readPayload,
 // local read access) or from buf into memory (writePayload, local write
-// access). It returns the AE of the first failure, or how many bytes of
-// buf the SGEs had no room for.
-func copySGEs(t *Transport, ctx *Ctx, frags []Fragment, off uint64, buf []byte, write bool) (ae uint16, left int) {
+// access; last as for writePayload). It returns the AE of the first
+// failure, or how many bytes of buf the SGEs had no room for.
+func copySGEs(t *Transport, ctx *Ctx, frags []Fragment, off uint64, buf []byte, write, last bool) (ae uint16, left int) {
 	need := mr.AccessLocalRead
 	if write {
 		need = mr.AccessLocalWrite
@@ -104,7 +118,7 @@ func copySGEs(t *Transport, ctx *Ctx, frags []Fragment, off uint64, buf []byte, 
 		}
 		for _, s := range ctx.spans {
 			if write {
-				err = t.dp.Mem.Write(s.IOVA, buf[:s.Len])
+				err = t.store(s.IOVA, buf[:s.Len], last && int(s.Len) == len(buf))
 			} else {
 				err = t.dp.Mem.Read(s.IOVA, buf[:s.Len])
 			}

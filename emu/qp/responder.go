@@ -308,7 +308,7 @@ func (r *responder) onSend(t *Transport, ctx *Ctx, f *wire.Frame) {
 		r.nakFatal(t, ctx, wire.NAKInvalidRequest, psn, AEMsgTooLongForBuffer, cq.AESourceRQ, true)
 		return
 	}
-	if ae := t.writePayload(ctx, r.wqe.Fragments(), r.cur.off, p.Payload); ae != 0 {
+	if ae := t.writePayload(ctx, r.wqe.Fragments(), r.cur.off, p.Payload, op.IsEnd()); ae != 0 {
 		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, ae, cq.AESourceRQ, true)
 		return
 	}
@@ -381,7 +381,7 @@ func (r *responder) onWrite(t *Transport, ctx *Ctx, f *wire.Frame) {
 			r.nakFatal(t, ctx, wire.NAKRemoteAccessError, psn, aeOf(err), cq.AESourceInRR, false)
 			return
 		}
-		if !t.writeSpans(ctx.spans, p.Payload) {
+		if !t.writeSpans(ctx.spans, p.Payload, op.IsEnd()) {
 			r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceInRR, false)
 			return
 		}
