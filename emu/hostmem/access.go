@@ -53,6 +53,16 @@ func (m *Memory) Write(iova IOVA, p []byte) error {
 	return err
 }
 
+// Indirect reports that iova lies in a MapIO region: every access there is
+// a ReaderAt/WriterAt call (a system call on a program's /proc/<pid>/mem)
+// rather than a copy, so a caller that will need the bytes after these
+// does better to read them in one call. False for mapped memory and for an
+// unmapped address.
+func (m *Memory) Indirect(iova IOVA) bool {
+	r := m.lookup(iova)
+	return r != nil && r.kind == kindIO
+}
+
 // WriteUnordered is Write without the final-cache-line rule: on a MapIO
 // region p goes in one WriteAt (Write makes two when p crosses a line
 // boundary, each a system call on a program's /proc/<pid>/mem). It is for

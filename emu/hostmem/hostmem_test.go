@@ -407,6 +407,30 @@ func TestMapIOWriteOrder(t *testing.T) {
 	}
 }
 
+// TestIndirect: MapIO regions are indirect, mapped memory and holes not.
+func TestIndirect(t *testing.T) {
+	m := newMemory(t)
+	io := mapIO(t, m, newRW(8192), 0, 8192)
+	mem, err := m.Alloc(4096, 4096, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		iova hostmem.IOVA
+		want bool
+	}{
+		{"MapIO first byte", io.IOVA(), true},
+		{"MapIO last byte", io.IOVA() + 8191, true},
+		{"Alloc", mem.IOVA(), false},
+		{"past the MapIO region", io.IOVA() + 8192 + 1<<30, false},
+	} {
+		if got := m.Indirect(tc.iova); got != tc.want {
+			t.Errorf("%s: Indirect %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestMapIOWriteUnordered: WriteUnordered is one WriteAt whatever the
 // lines, and writes the same bytes.
 func TestMapIOWriteUnordered(t *testing.T) {

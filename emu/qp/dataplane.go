@@ -185,6 +185,8 @@ type Ctx struct {
 	Port *Counters
 
 	now   time.Duration
+	run   uint64     // counts Transport.Runs in this context (readAhead)
+	ra    *readAhead // allocated on first use
 	spans []mr.Span
 	wqe   [MaxWQEQuanta * QuantumSize]byte
 	sq    SQWQE

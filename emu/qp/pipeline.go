@@ -37,6 +37,7 @@ import "github.com/irdma-emu/irdma-emu/emu/timing"
 // in which case the worker schedules the QP again after the others.
 func (t *Transport) Run(ctx *Ctx) (more bool) {
 	ctx.now = t.dp.Clock.Now()
+	ctx.run++
 	did := false
 	defer func() {
 		if did {
