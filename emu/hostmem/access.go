@@ -53,14 +53,17 @@ func (m *Memory) Write(iova IOVA, p []byte) error {
 	return err
 }
 
-// Indirect reports that iova lies in a MapIO region: every access there is
-// a ReaderAt/WriterAt call (a system call on a program's /proc/<pid>/mem)
+// Indirect returns the MapIO region iova lies in: every access there is a
+// ReaderAt/WriterAt call (a system call on a program's /proc/<pid>/mem)
 // rather than a copy, so a caller that will need the bytes after these
-// does better to read them in one call. False for mapped memory and for an
-// unmapped address.
-func (m *Memory) Indirect(iova IOVA) bool {
-	r := m.lookup(iova)
-	return r != nil && r.kind == kindIO
+// does better to move them in one call (within the region). ok is false
+// for mapped memory and for an unmapped address.
+func (m *Memory) Indirect(iova IOVA) (r *Region, ok bool) {
+	r = m.lookup(iova)
+	if r == nil || r.kind != kindIO {
+		return nil, false
+	}
+	return r, true
 }
 
 // WriteUnordered is Write without the final-cache-line rule: on a MapIO

@@ -425,8 +425,9 @@ func TestIndirect(t *testing.T) {
 		{"Alloc", mem.IOVA(), false},
 		{"past the MapIO region", io.IOVA() + 8192 + 1<<30, false},
 	} {
-		if got := m.Indirect(tc.iova); got != tc.want {
-			t.Errorf("%s: Indirect %v, want %v", tc.name, got, tc.want)
+		r, got := m.Indirect(tc.iova)
+		if got != tc.want || got && r != io {
+			t.Errorf("%s: Indirect %v %v, want %v", tc.name, r, got, tc.want)
 		}
 	}
 }

@@ -280,7 +280,7 @@ func (r *requester) onAtomicAck(t *Transport, ctx *Ctx, psn wire.PSN, p *wire.Pa
 		t.sqFatal(ctx, e, aeOf(err))
 		return
 	}
-	if !t.writeSpans(ctx.spans, b[:], true) {
+	if !t.writeSpans(ctx, ctx.spans, b[:], true, psn) {
 		t.sqFatal(ctx, e, AELCEQPCatastrophic)
 		return
 	}

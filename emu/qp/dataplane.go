@@ -185,8 +185,9 @@ type Ctx struct {
 	Port *Counters
 
 	now   time.Duration
-	run   uint64     // counts Transport.Runs in this context (readAhead)
-	ra    *readAhead // allocated on first use
+	run   uint64          // counts Transport.Runs in this context (readAhead)
+	ra    *readAhead      // allocated on first use
+	wb    *writeBehindBuf // allocated on first use
 	spans []mr.Span
 	wqe   [MaxWQEQuanta * QuantumSize]byte
 	sq    SQWQE

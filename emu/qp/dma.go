@@ -1,9 +1,11 @@
 package qp
 
 import (
+	"github.com/irdma-emu/irdma-emu/emu/cq"
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
 	"github.com/irdma-emu/irdma-emu/emu/mr"
 	"github.com/irdma-emu/irdma-emu/emu/timing"
+	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
 
 // The payload read and payload write stages: message bytes move between
@@ -13,6 +15,13 @@ import (
 // timing.PayloadDMAWrite for receive buffers, WRITE targets, READ sinks and
 // atomic results (the responder's atomic execution charges its own, where
 // it touches memory).
+//
+// A program's own buffers (registered outside the shared arena) are a
+// MapIO region: each access is a system call on its /proc/<pid>/mem. There
+// a message's bytes move in as few calls as the stage's rules allow — the
+// send side reads a message's next packets ahead (readAhead), the receive
+// side gathers a WRITE's packets (writeBehindBuf) — while the charges stay
+// per packet.
 
 // readPayload is the payload read of a send: it copies n = len(dst)
 // message bytes from offset off of w's payload (inline bytes, which the WQE
@@ -47,8 +56,10 @@ func (t *Transport) readPayload(ctx *Ctx, w *SQWQE, off uint64, dst []byte) uint
 	// The packet came through a program's /proc/<pid>/mem (ctx.spans is
 	// what copySGEs translated last): read what the next packets of the
 	// message need in one call.
-	if next := off + uint64(len(dst)); next < w.TotalLen && len(ctx.spans) > 0 && t.dp.Mem.Indirect(ctx.spans[0].IOVA) {
-		t.fillReadAhead(ctx, w, next)
+	if next := off + uint64(len(dst)); next < w.TotalLen && len(ctx.spans) > 0 {
+		if _, ok := t.dp.Mem.Indirect(ctx.spans[0].IOVA); ok {
+			t.fillReadAhead(ctx, w, next)
+		}
 	}
 	return 0
 }
@@ -99,6 +110,9 @@ func (t *Transport) writePayload(ctx *Ctx, frags []Fragment, off uint64, src []b
 	if len(src) == 0 {
 		return 0
 	}
+	if !t.settleWrites(ctx) { // stores keep their order
+		return AELCEQPCatastrophic
+	}
 	t.dp.charge(timing.PayloadDMAWrite, len(src))
 	if ae, left := copySGEs(t, ctx, frags, off, src, true, last); ae != 0 || left == 0 {
 		return ae
@@ -120,18 +134,101 @@ func (t *Transport) readSpans(spans []mr.Span, dst []byte) bool {
 	return true
 }
 
-// writeSpans is the payload write of a WRITE packet or an atomic's
+// writeSpans is the payload write of a WRITE packet (psn) or an atomic's
 // original value: src into the host memory spans its key translated to,
-// in order; last as for writePayload. It reports a failed access.
-func (t *Transport) writeSpans(spans []mr.Span, src []byte, last bool) bool {
+// in order; last as for writePayload. Bytes bound for a program's memory
+// go through the worker's write behind. It reports a failed access.
+func (t *Transport) writeSpans(ctx *Ctx, spans []mr.Span, src []byte, last bool, psn wire.PSN) bool {
 	t.dp.charge(timing.PayloadDMAWrite, len(src))
 	for _, s := range spans {
-		if t.store(s.IOVA, src[:s.Len], last && int(s.Len) == len(src)) != nil {
+		if !t.writeBehind(ctx, s.IOVA, src[:s.Len], last && int(s.Len) == len(src), psn) {
 			return false
 		}
 		src = src[s.Len:]
 	}
 	return true
+}
+
+// writeBehindSize bounds the bytes a worker's write behind holds.
+const writeBehindSize = 64 << 10
+
+// writeBehindBuf is a worker's run of consecutive payload bytes bound for
+// a program's memory (a MapIO region: one system call per store), stored
+// with one call when the run ends — at the end of the message, at a gap,
+// when it is full — instead of one per packet (docs/performance.md). It
+// only ever holds bytes of the QP being run, and never past the end of
+// its receive loop (Transport.Run), nor past anything inside it that
+// could let someone observe the bytes: a CQE, a fatal NAK, another store
+// or an atomic of the QP store it first (settleWrites, flushWrites).
+type writeBehindBuf struct {
+	r    *hostmem.Region // the MapIO region all of it lies in
+	iova hostmem.IOVA
+	n    int
+	psn  wire.PSN // the last packet it holds bytes of
+	buf  [writeBehindSize]byte
+}
+
+// writeBehind stores p at iova, end saying p ends a message: directly for
+// mapped memory, through the write behind for a program's memory. It
+// reports a failed store (of p, or of the held bytes it had to store).
+func (t *Transport) writeBehind(ctx *Ctx, iova hostmem.IOVA, p []byte, end bool, psn wire.PSN) bool {
+	r, indirect := t.dp.Mem.Indirect(iova)
+	if indirect && (len(p) > writeBehindSize || uint64(iova-r.IOVA())+uint64(len(p)) > uint64(r.Len())) {
+		indirect = false // not one store's worth of one region: as it comes
+	}
+	wb := ctx.wb
+	if wb != nil && wb.n > 0 && (!indirect || r != wb.r || wb.iova+hostmem.IOVA(wb.n) != iova || wb.n+len(p) > len(wb.buf)) {
+		// Stores keep their order: what is held goes first.
+		if _, err := t.flushWrites(ctx); err != nil {
+			return false
+		}
+	}
+	if !indirect {
+		return t.store(iova, p, end) == nil
+	}
+	if wb == nil {
+		wb = new(writeBehindBuf)
+		ctx.wb = wb
+	}
+	if wb.n == 0 {
+		wb.r, wb.iova = r, iova
+	}
+	wb.n += copy(wb.buf[wb.n:], p)
+	wb.psn = psn
+	if end {
+		_, err := t.flushWrites(ctx)
+		return err == nil
+	}
+	return true
+}
+
+// flushWrites stores what the write behind holds, its final cache line
+// last (the end of a message, if it holds one). On failure it returns the
+// PSN of the last packet whose bytes it held.
+func (t *Transport) flushWrites(ctx *Ctx) (wire.PSN, error) {
+	wb := ctx.wb
+	if wb == nil || wb.n == 0 {
+		return 0, nil
+	}
+	n := wb.n
+	wb.n = 0
+	return wb.psn, t.dp.Mem.Write(wb.iova, wb.buf[:n])
+}
+
+// settleWrites stores the write behind before something that lets the
+// bytes be observed; a failed store fails the QP as a failed WRITE
+// placement does (a remote operational error NAK for the last packet
+// held, irdma's catastrophic AE). It reports whether the QP is still
+// good.
+func (t *Transport) settleWrites(ctx *Ctx) bool {
+	psn, err := t.flushWrites(ctx)
+	if err == nil {
+		return true
+	}
+	if t.q.State() != StateError {
+		t.resp.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceInRR, false)
+	}
+	return false
 }
 
 // store writes p at iova. Only the bytes that end a message are stored
