@@ -207,6 +207,7 @@ func (e *Engine) AttachLink(l link.Link) error {
 	}
 	e.port.l = l
 	e.port.looper, _ = l.(link.Looper)
+	e.dp.SrcPorts, _ = l.(link.SourcePorter)
 	e.port.state.Store(uint32(l.State()))
 	e.dp.PortMTU = ibMTU(l.MTU())
 	batch := e.cfg.TxBatch

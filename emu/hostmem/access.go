@@ -53,6 +53,47 @@ func (m *Memory) Write(iova IOVA, p []byte) error {
 	return err
 }
 
+// Indirect returns the MapIO region iova lies in: every access there is a
+// ReaderAt/WriterAt call (a system call on a program's /proc/<pid>/mem)
+// rather than a copy, so a caller that will need the bytes after these
+// does better to move them in one call (within the region). ok is false
+// for mapped memory and for an unmapped address.
+func (m *Memory) Indirect(iova IOVA) (r *Region, ok bool) {
+	r = m.lookup(iova)
+	if r == nil || r.kind != kindIO {
+		return nil, false
+	}
+	return r, true
+}
+
+// WriteUnordered is Write without the final-cache-line rule: on a MapIO
+// region p goes in one WriteAt (Write makes two when p crosses a line
+// boundary, each a system call on a program's /proc/<pid>/mem). It is for
+// the bytes of a message that later bytes complete — the packets of a
+// WRITE, SEND or READ response before its last — where nothing may
+// observe the end of this part as the end of the message; the last
+// packet's bytes keep Write's order. On a mapped region it is Write.
+func (m *Memory) WriteUnordered(iova IOVA, p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	r, off, err := m.begin(iova, len(p), OpWrite)
+	if err != nil {
+		return err
+	}
+	if r.kind == kindIO {
+		if r.wa == nil {
+			err = fault(iova, len(p), OpWrite, ReasonReadOnly, r, nil)
+		} else if werr := writeFull(r.wa, p, r.ioBase+int64(off)); werr != nil {
+			err = fault(iova, len(p), OpWrite, ReasonIO, r, werr)
+		}
+	} else if ferr := r.copyIn(off, p); ferr != nil {
+		err = fault(iova, len(p), OpWrite, ReasonBus, r, ferr)
+	}
+	r.release()
+	return err
+}
+
 // Slice returns the n bytes at iova as a slice of the mapping, without
 // copying. The range must lie in one mapped region (Alloc, Map); MapIO
 // regions fault with ReasonNoMapping. The slice aliases shared memory that

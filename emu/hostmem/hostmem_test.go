@@ -407,6 +407,52 @@ func TestMapIOWriteOrder(t *testing.T) {
 	}
 }
 
+// TestIndirect: MapIO regions are indirect, mapped memory and holes not.
+func TestIndirect(t *testing.T) {
+	m := newMemory(t)
+	io := mapIO(t, m, newRW(8192), 0, 8192)
+	mem, err := m.Alloc(4096, 4096, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		iova hostmem.IOVA
+		want bool
+	}{
+		{"MapIO first byte", io.IOVA(), true},
+		{"MapIO last byte", io.IOVA() + 8191, true},
+		{"Alloc", mem.IOVA(), false},
+		{"past the MapIO region", io.IOVA() + 8192 + 1<<30, false},
+	} {
+		r, got := m.Indirect(tc.iova)
+		if got != tc.want || got && r != io {
+			t.Errorf("%s: Indirect %v %v, want %v", tc.name, r, got, tc.want)
+		}
+	}
+}
+
+// TestMapIOWriteUnordered: WriteUnordered is one WriteAt whatever the
+// lines, and writes the same bytes.
+func TestMapIOWriteUnordered(t *testing.T) {
+	const base = 0x1010
+	for _, n := range []int{1, 0x31, 200, 4096} {
+		m := newMemory(t)
+		f := newRW(base + 8192)
+		r := mapIO(t, m, f, base, 8192)
+		p := bytes.Repeat([]byte{0xCD}, n)
+		if err := m.WriteUnordered(r.IOVA()+0x30, p); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]span{{0x1040, int64(n)}}, f.writes, cmp.AllowUnexported(span{})); diff != "" {
+			t.Errorf("%d bytes: WriteAt calls (-want +got):\n%s", n, diff)
+		}
+		if !bytes.Equal(f.buf[base+0x30:base+0x30+n], p) {
+			t.Errorf("%d bytes: payload not written", n)
+		}
+	}
+}
+
 func TestMapIOErrors(t *testing.T) {
 	m := newMemory(t)
 	f := newRW(4096)

@@ -2,6 +2,7 @@ package link
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
@@ -246,6 +247,17 @@ type Link interface {
 // must not block for long (it runs on the device's data path).
 type Looper interface {
 	Looped(pkts []*Packet)
+}
+
+// SourcePorter is an optional interface of a Link that sends every frame
+// from source address src with one fixed UDP source port, whatever the
+// frame carries (a UDP socket's: udp.Link in udp send mode). The ICRC
+// covers the source port, so such a link reseals each frame built with
+// another one; a device that builds its frames with the port the link
+// reports spares that second ICRC pass. ok false: the link keeps each
+// frame's own port.
+type SourcePorter interface {
+	SourcePort(src netip.Addr) (port uint16, ok bool)
 }
 
 // ipLen returns the length of the IP packet inside an Ethernet frame of at

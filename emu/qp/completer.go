@@ -229,7 +229,7 @@ func (r *requester) onReadResponse(t *Transport, ctx *Ctx, f *wire.Frame) {
 		if !r.decodeRd(t, ctx, e) {
 			return
 		}
-		if ae := t.writePayload(ctx, r.rd.Fragments(), e.readRcvd, p.Payload); ae != 0 {
+		if ae := t.writePayload(ctx, r.rd.Fragments(), e.readRcvd, p.Payload, op.IsEnd()); ae != 0 {
 			t.sqFatal(ctx, e, ae)
 			return
 		}
@@ -280,7 +280,7 @@ func (r *requester) onAtomicAck(t *Transport, ctx *Ctx, psn wire.PSN, p *wire.Pa
 		t.sqFatal(ctx, e, aeOf(err))
 		return
 	}
-	if !t.writeSpans(ctx.spans, b[:]) {
+	if !t.writeSpans(ctx, ctx.spans, b[:], true, psn) {
 		t.sqFatal(ctx, e, AELCEQPCatastrophic)
 		return
 	}

@@ -19,6 +19,9 @@ func (t *Transport) complete(ctx *Ctx, c *cq.CQ, e *cq.CQE) {
 	if c == nil {
 		return
 	}
+	if !t.settleWrites(ctx) && !e.Error {
+		return // the QP failed placing data this CQE would vouch for
+	}
 	if err := c.Post(e); err != nil {
 		return
 	}

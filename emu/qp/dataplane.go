@@ -141,6 +141,10 @@ type DataPlane struct {
 	// PortMTU is the largest IB MTU the port's link carries (the UD
 	// message limit); 0: 4096.
 	PortMTU int
+	// SrcPorts is the port's link when it sends from fixed UDP source
+	// ports: frames are built with them, so the link need not reseal
+	// their ICRCs (link.SourcePorter). nil: each QP's own port.
+	SrcPorts link.SourcePorter
 
 	limits WQELimits
 }
@@ -181,6 +185,9 @@ type Ctx struct {
 	Port *Counters
 
 	now   time.Duration
+	run   uint64          // counts Transport.Runs in this context (readAhead)
+	ra    *readAhead      // allocated on first use
+	wb    *writeBehindBuf // allocated on first use
 	spans []mr.Span
 	wqe   [MaxWQEQuanta * QuantumSize]byte
 	sq    SQWQE

@@ -1,6 +1,7 @@
 package qp
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/irdma-emu/irdma-emu/emu/link"
@@ -34,6 +35,19 @@ func (t *Transport) newPacket(ctx *Ctx) *link.Packet {
 		}
 	}
 	return p
+}
+
+// srcPort is the UDP source port of the QP's frames from address src: the
+// QP's (SRCPORTNUM), unless the link sends every frame from src with a
+// port of its own (DataPlane.SrcPorts), which the frame then carries as
+// the wire will: the ICRC is computed once, here.
+func (t *Transport) srcPort(src netip.Addr) uint16 {
+	if sp := t.dp.SrcPorts; sp != nil {
+		if p, ok := sp.SourcePort(src); ok {
+			return p
+		}
+	}
+	return t.attrs.SrcPort
 }
 
 // rcFrame prepares ctx.ff for a packet to the connected peer; false (and

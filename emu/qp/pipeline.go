@@ -37,6 +37,7 @@ import "github.com/irdma-emu/irdma-emu/emu/timing"
 // in which case the worker schedules the QP again after the others.
 func (t *Transport) Run(ctx *Ctx) (more bool) {
 	ctx.now = t.dp.Clock.Now()
+	ctx.run++
 	did := false
 	defer func() {
 		if did {
@@ -77,6 +78,10 @@ func (t *Transport) Run(ctx *Ctx) (more bool) {
 			t.receive(ctx, p)
 		}
 	}
+	// WRITE payload held for a program's memory is stored before anything
+	// else the QP does: its responses and sends come after this point (the
+	// only packet sent inside the loop, a fatal NAK, stores it first).
+	t.settleWrites(ctx)
 	if t.q.State() == StateError {
 		t.stopTimers()
 		t.drainInbox(DropQPState)

@@ -252,6 +252,7 @@ func (r *responder) invalid(t *Transport, ctx *Ctx, psn wire.PSN) {
 // progress with the error (when withWQE), raises ae and moves the QP to
 // ERROR.
 func (r *responder) nakFatal(t *Transport, ctx *Ctx, code wire.NAKCode, psn wire.PSN, ae uint16, src uint8, withWQE bool) {
+	_, _ = t.flushWrites(ctx) // what was accepted before psn is placed, as far as it can be
 	r.sendAck(t, ctx, wire.NAKSyndrome(code), psn)
 	var idx uint32
 	if withWQE {
@@ -308,7 +309,7 @@ func (r *responder) onSend(t *Transport, ctx *Ctx, f *wire.Frame) {
 		r.nakFatal(t, ctx, wire.NAKInvalidRequest, psn, AEMsgTooLongForBuffer, cq.AESourceRQ, true)
 		return
 	}
-	if ae := t.writePayload(ctx, r.wqe.Fragments(), r.cur.off, p.Payload); ae != 0 {
+	if ae := t.writePayload(ctx, r.wqe.Fragments(), r.cur.off, p.Payload, op.IsEnd()); ae != 0 {
 		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, ae, cq.AESourceRQ, true)
 		return
 	}
@@ -381,7 +382,7 @@ func (r *responder) onWrite(t *Transport, ctx *Ctx, f *wire.Frame) {
 			r.nakFatal(t, ctx, wire.NAKRemoteAccessError, psn, aeOf(err), cq.AESourceInRR, false)
 			return
 		}
-		if !t.writeSpans(ctx.spans, p.Payload) {
+		if !t.writeSpans(ctx, ctx.spans, p.Payload, op.IsEnd(), psn) {
 			r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceInRR, false)
 			return
 		}
@@ -482,6 +483,9 @@ func (r *responder) onAtomic(t *Transport, ctx *Ctx, p *wire.Packet) {
 		return
 	}
 	iova := ctx.spans[0].IOVA
+	if !t.settleWrites(ctx) { // the atomic sees the WRITEs before it
+		return
+	}
 	var orig uint64
 	if p.Opcode() == wire.RCCompareSwap {
 		orig, err = t.dp.Mem.CompareAndSwap64(iova, a.Compare(), a.SwapAdd())

@@ -275,7 +275,7 @@ func (t *Transport) refresh(g uint64) {
 	t.vlan = wire.VLANFields{Priority: uint8(t.attrs.VLANTag >> 13), ID: t.attrs.VLANTag & 0xfff}
 	t.ff = wire.FrameFields{
 		SrcIP: t.localIP, DstIP: t.destIP, TrafficClass: t.attrs.TOS, HopLimit: t.attrs.TTL,
-		FlowLabel: t.attrs.FlowLabel, SrcPort: t.attrs.SrcPort,
+		FlowLabel: t.attrs.FlowLabel, SrcPort: t.srcPort(t.localIP),
 	}
 	t.sendCQ, t.recvCQ = t.q.CQs()
 	t.suspended = t.q.Suspended()

@@ -42,7 +42,7 @@ func (r *requester) sendUD(t *Transport, ctx *Ctx, e *sqEntry, w *SQWQE) bool {
 	}
 	ff := &ctx.ff
 	*ff = wire.FrameFields{Dst: dmac, Src: wire.MAC(a.SrcMAC), SrcIP: a.Src(), DstIP: a.Dest(),
-		TrafficClass: a.TC, HopLimit: a.HopLimit, FlowLabel: a.FlowLabel, SrcPort: t.attrs.SrcPort}
+		TrafficClass: a.TC, HopLimit: a.HopLimit, FlowLabel: a.FlowLabel, SrcPort: t.srcPort(a.Src())}
 	if ff.Src == (wire.MAC{}) {
 		ff.Src = ctx.MAC
 	}
@@ -127,12 +127,12 @@ func (r *responder) handleUD(t *Transport, ctx *Ctx, f *wire.Frame) {
 		copy(grh[:], f.IPv6)
 	}
 	frags := r.wqe.Fragments()
-	if ae := t.writePayload(ctx, frags, 0, grh[:]); ae != 0 {
+	if ae := t.writePayload(ctx, frags, 0, grh[:], false); ae != 0 {
 		idx := r.rqError(t, ctx, ae)
 		t.enterError(ctx, ae, cq.AESourceRQ, idx)
 		return
 	}
-	if ae := t.writePayload(ctx, frags, udGRHSize, p.Payload); ae != 0 {
+	if ae := t.writePayload(ctx, frags, udGRHSize, p.Payload, true); ae != 0 {
 		idx := r.rqError(t, ctx, ae)
 		t.enterError(ctx, ae, cq.AESourceRQ, idx)
 		return

@@ -55,7 +55,18 @@ type portLink struct {
 
 type rxBox struct{ r link.Receiver }
 
-var _ link.Link = (*portLink)(nil)
+var (
+	_ link.Link         = (*portLink)(nil)
+	_ link.SourcePorter = (*portLink)(nil)
+)
+
+// SourcePort implements link.SourcePorter: the current UDP link's.
+func (pl *portLink) SourcePort(src netip.Addr) (uint16, bool) {
+	if l := pl.cur.Load(); l != nil {
+		return l.SourcePort(src)
+	}
+	return 0, false
+}
 
 // newPortLink opens the UDP link for cfg (with cfg.Pool shared by every
 // incarnation, so the engine's buffers stay valid across a reopen).
