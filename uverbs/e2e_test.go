@@ -303,7 +303,12 @@ func TestE2ENotifyFD(t *testing.T) {
 	if err != nil || !strings.Contains("\n"+string(out), "\nok\n") {
 		t.Fatalf("notifyfd failed: %v", err)
 	}
-	if st := dm.p.Stats(); st.NotifyContexts != 0 {
+	// The daemon learns of the close from the socket's end, after the
+	// program may already have exited: wait for the session to go first.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && dm.p.Sessions() != 0; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := dm.p.Stats(); st.Sessions != 0 || st.NotifyContexts != 0 {
 		t.Fatalf("stats %+v after the program ended", st)
 	}
 }
