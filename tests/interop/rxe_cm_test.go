@@ -224,12 +224,14 @@ func TestRxeEmuCM(t *testing.T) {
 	c := &cmRig{emuRig: r, emuBase: r.lastStats.CM, emuLast: r.lastStats.CM}
 	{
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 		g, err := r.guestCMCounters(ctx)
-		cancel()
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.base, c.last = g, g
+		where, _ := r.v.Run(ctx, "ls -d /sys/class/infiniband/rxe0/ports/1/cm_* /sys/class/infiniband_cm/rxe0/1/cm_* 2>/dev/null")
+		t.Logf("guest CM counters: %d, in %s", len(g), strings.Join(strings.Fields(where.Output), " "))
 	}
 	t.Logf("DURATION guest and irdma-emu ready: %v", time.Since(suiteStart).Round(time.Millisecond))
 
