@@ -344,6 +344,44 @@ func (c *cmRig) checkCMCapture(t *testing.T, emu daemon.CMStats) {
 			nToHost++
 		}
 	}
+	// tshark's InfiniBand dissector, which shares nothing with ours, must
+	// read the same MADs (CM class 0x07) and find none malformed. The
+	// attribute IDs are IBTA Vol 1 §12.6 (Table 106's REQ 0x0010 … APR
+	// 0x001A).
+	ibtaAttr := map[string]string{"0x0010": "req", "0x0011": "mra", "0x0012": "rej", "0x0013": "rep",
+		"0x0014": "rtu", "0x0015": "dreq", "0x0016": "drep", "0x0017": "sidr_req", "0x0018": "sidr_rep",
+		"0x0019": "lap", "0x001a": "apr"}
+	lines, err := guest.Tshark(ctx, c.v.Capture().File, "infiniband.mad", "ip.src", "infiniband.mad.mgmtclass", "infiniband.mad.attributeid")
+	if err != nil {
+		t.Errorf("tshark: %v", err)
+	}
+	tsGuest, tsHost := map[string]int64{}, map[string]int64{}
+	for _, l := range lines {
+		f := strings.Split(l, "\t")
+		if len(f) != 3 || f[1] != "0x07" {
+			t.Errorf("tshark: a MAD that is not the CM's: %q", l)
+			continue
+		}
+		a, ok := ibtaAttr[strings.ToLower(f[2])]
+		if !ok {
+			t.Errorf("tshark: CM attribute %s", f[2])
+			continue
+		}
+		if f[0] == host.String() {
+			tsGuest[a]++
+		} else {
+			tsHost[a]++
+		}
+	}
+	for _, a := range cmAttrs {
+		if tsGuest[a] != toGuest[a] || tsHost[a] != toHost[a] {
+			t.Errorf("%s: tshark reads %d from irdma-emu and %d from rxe, irdma-emu decode %d and %d", a, tsGuest[a], tsHost[a], toGuest[a], toHost[a])
+		}
+	}
+	if bad, err := guest.Tshark(ctx, c.v.Capture().File, "infiniband.mad && _ws.malformed"); err != nil || len(bad) != 0 {
+		t.Errorf("tshark: malformed MADs (%v):\n%s", err, strings.Join(bad, "\n"))
+	}
+
 	g := c.last
 	{
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
