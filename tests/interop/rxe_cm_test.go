@@ -119,6 +119,71 @@ type cmRig struct {
 	base, last       map[string]uint64 // the guest CM's counters
 	emuBase, emuLast daemon.CMStats
 	conns            int // connections the scenarios made
+	// rejected counts the attempts perftest lost to its own race
+	// (rejectedAttempt): each a REQ answered by a REJ, and irdma-emu's
+	// rej_sent or rej_received moved by one.
+	rejected    int
+	rejCounters map[string]int64
+}
+
+// perftestRejected reports whether a perftest -R run failed because its
+// client's REQ for the test QP reached the server before the server
+// listened again: REJECTED with reason 8 (invalid service ID, IBTA Vol 1
+// Table 112), the kernel CM's answer for no listener (and ours). perftest
+// connects the test QP right after its handshake over the first
+// connection, while the server only then creates its listening id
+// (perftest_communication.c create_rdma_cm_connection: ctx_hand_shake,
+// then rdma_cm_client_connection / rdma_cm_server_connection); a slow
+// server (the TCG guest) loses that race (once in 8 runs, with rxe the
+// server). perftest means to retry the connect (rdma_cm_client_connection
+// tries 10 times); Debian's 4.5 client through irdma-emu instead died of
+// SIGSEGV right after printing "Failed to connect RDMA CM events." —
+// whether in perftest's retry path (rdma_cm_destroy_cma, then the retry
+// on the same nodes) or in the preload is not established (docs/cm.md).
+func perftestRejected(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "RDMA_CM_EVENT_REJECTED; error: 8")
+}
+
+// rejectedAttempt checks both CMs over a perftest attempt lost to that
+// race, and starts the next attempt from fresh counters: the server's CM
+// sent exactly one REJ and the client's received it, every MAD one side
+// sent the other received, no retry or duplicate; irdma-emu's CM moved
+// nothing but the one REJ counter.
+func (c *cmRig) rejectedAttempt(t *testing.T, rxeServer bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g, err := c.guestCMCounters(ctx)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	s, err := c.ctl.Stats(-1)
+	if err != nil {
+		t.Fatalf("irdma-emu stats: %v", err)
+	}
+	d := delta(c.last, g)
+	e, ep := s.CM, c.emuLast
+	c.last, c.emuLast = g, e
+	c.rejected++
+	t.Logf("the rejected attempt: guest CM counter deltas %v", d)
+	dr := cmDrops(e, ep)
+	guestRej, emuRej := "cm_rx_msgs/rej", "rej_sent"
+	if rxeServer {
+		guestRej, emuRej = "cm_tx_msgs/rej", "rej_received"
+	}
+	if d[guestRej] != 1 || dr[emuRej] != 1 || len(dr) != 1 {
+		t.Errorf("a rejected attempt: guest CM %s %d, irdma-emu CM %v; want one REJ, nothing else", guestRej, d[guestRej], dr)
+	}
+	c.rejCounters[emuRej]++
+	if n := cmSum(d, "cm_tx_retries") + cmSum(d, "cm_rx_duplicates"); n != 0 {
+		t.Errorf("guest CM: %d retries and duplicates in the rejected attempt", n)
+	}
+	if got, want := int64(e.MADsReceived-ep.MADsReceived), cmSum(d, "cm_tx_msgs"); got != want {
+		t.Errorf("irdma-emu's CM received %d MADs; the guest CM sent %d", got, want)
+	}
+	if got, want := cmSum(d, "cm_rx_msgs"), int64(e.MADsSent-ep.MADsSent); got != want {
+		t.Errorf("the guest CM received %d MADs; irdma-emu's CM sent %d", got, want)
+	}
 }
 
 // checkCM compares the guest kernel CM's counters over one scenario
@@ -221,7 +286,7 @@ func TestRxeEmuCM(t *testing.T) {
 	v := guest.StartT(t, guest.Config{Capture: true, SMP: 1})
 	v.WaitReadyT(t, 5*time.Minute)
 	r := startEmu(t, v)
-	c := &cmRig{emuRig: r, emuBase: r.lastStats.CM, emuLast: r.lastStats.CM}
+	c := &cmRig{emuRig: r, emuBase: r.lastStats.CM, emuLast: r.lastStats.CM, rejCounters: map[string]int64{}}
 	{
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -287,13 +352,23 @@ func TestRxeEmuCM(t *testing.T) {
 			defer c.checkCM(t, !rxeServer, 2)
 			defer r.checkRxeCounters(t)
 			const common = "-R -F -n 100"
-			res := r.runPair(t, pair{
+			p := pair{
 				name:      "ib_write_bw " + common,
 				guestCmd:  "ib_write_bw -d rxe0 " + common,
 				hostArgv:  append([]string{"ib_write_bw", "-d", emuDev}, strings.Fields(common)...),
 				rxeServer: rxeServer,
 				rdmaCM:    true,
-			})
+			}
+			res, err := r.tryPair(t, p)
+			if perftestRejected(err) {
+				t.Logf("PERFTEST RACE: the client's second REQ came before the server listened again (REJ, invalid service ID):\n%v\nrunning the scenario again", err)
+				r.checkRxeCounters(t)
+				c.rejectedAttempt(t, rxeServer)
+				res, err = r.tryPair(t, p)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			r.checkPerftest(t, "ib_write_bw", true, res)
 		})
 	}
@@ -410,9 +485,16 @@ func (c *cmRig) checkCMCapture(t *testing.T, emu daemon.CMStats) {
 	sort.Strings(rows)
 	t.Logf("CM MADs over the run (%d connections):\n%s", c.conns, strings.Join(rows, "\n"))
 	for _, k := range []string{"req", "rep", "rtu"} {
-		if n := toGuest[k] + toHost[k]; n != int64(c.conns) {
-			t.Errorf("%s: %d on the wire for %d connections", strings.ToUpper(k), n, c.conns)
+		want := int64(c.conns)
+		if k == "req" {
+			want += int64(c.rejected) // each rejected attempt's REQ
 		}
+		if n := toGuest[k] + toHost[k]; n != want {
+			t.Errorf("%s: %d on the wire for %d connections and %d rejected attempts", strings.ToUpper(k), n, c.conns, c.rejected)
+		}
+	}
+	if n := toGuest["rej"] + toHost["rej"]; n != int64(c.rejected) {
+		t.Errorf("REJ: %d on the wire, %d rejected attempts", n, c.rejected)
 	}
 	if got := int64(emu.MADsSent - c.emuBase.MADsSent); got != nToGuest {
 		t.Errorf("irdma-emu's CM sent %d MADs; the capture has %d", got, nToGuest)
@@ -423,7 +505,13 @@ func (c *cmRig) checkCMCapture(t *testing.T, emu daemon.CMStats) {
 	if n := cmSum(d, "cm_tx_retries") + cmSum(d, "cm_rx_duplicates"); n != 0 {
 		t.Errorf("guest CM: %d retries and duplicates over the run", n)
 	}
-	if dr := cmDrops(emu, c.emuBase); len(dr) != 0 {
-		t.Errorf("irdma-emu CM counters over the run: %v", dr)
+	dr := cmDrops(emu, c.emuBase)
+	for k, n := range c.rejCounters {
+		if dr[k] == n {
+			delete(dr, k)
+		}
+	}
+	if len(dr) != 0 {
+		t.Errorf("irdma-emu CM counters over the run: %v (rejected attempts: %v)", dr, c.rejCounters)
 	}
 }
