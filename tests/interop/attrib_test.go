@@ -64,6 +64,11 @@ type wirePacket struct {
 	Payload int     `json:"payload_len"`
 	ICRCOK  bool    `json:"icrc_ok"`
 	Error   string  `json:"error"`
+	// CM is set for a CM MAD to or from QP1 (decode_cm.go).
+	CM *struct {
+		Attr  string `json:"attr"`
+		Error string `json:"error"`
+	} `json:"cm"`
 
 	t time.Time // on the tap
 	// at is when irdma-emu sent or received the packet (its own capture),

@@ -66,3 +66,38 @@ func TestParseGuestState(t *testing.T) {
 		}
 	}
 }
+
+// TestParseCMCounters pins the parser of cmCountersScript's output (the
+// guest kernel CM's per-message counters) and its refusal of output that
+// lacks the messages the checks rely on.
+func TestParseCMCounters(t *testing.T) {
+	var out string
+	for _, g := range []string{"cm_tx_msgs", "cm_tx_retries", "cm_rx_msgs", "cm_rx_duplicates"} {
+		for _, a := range cmAttrs {
+			v := "0"
+			if g == "cm_rx_msgs" && a == "req" {
+				v = "3"
+			}
+			out += g + "/" + a + " " + v + "\n"
+		}
+	}
+	m, err := parseCMCounters(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 4*len(cmAttrs) || m["cm_rx_msgs/req"] != 3 || m["cm_tx_msgs/req"] != 0 {
+		t.Errorf("parsed %v", m)
+	}
+	if d := delta(map[string]uint64{"cm_rx_msgs/req": 1}, m); cmSum(d, "cm_rx_msgs") != 2 || cmSum(d, "cm_tx_msgs") != 0 {
+		t.Errorf("delta %v", d)
+	}
+	for _, bad := range []string{
+		"", "no CM counters under rxe0",
+		"cm_tx_msgs/req x\n",
+		"cm_tx_msgs/req 1\n", // no rep, rtu, dreq, drep, nor the other groups
+	} {
+		if _, err := parseCMCounters(bad); err == nil {
+			t.Errorf("parseCMCounters(%q): no error", bad)
+		}
+	}
+}

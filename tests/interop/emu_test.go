@@ -194,6 +194,29 @@ func (r *emuRig) waitHostListen(ctx context.Context, port int, p *guest.HostProc
 	}
 }
 
+// waitHostCMListen waits until the daemon's RDMA CM listens on one more
+// service ID than the listens it held before the server started (the
+// server's rdma_listen; the scenarios run one at a time), or the server
+// exits.
+func (r *emuRig) waitHostCMListen(ctx context.Context, port int, p *guest.HostProc, listens int) error {
+	for {
+		st, err := r.ctl.Stats(-1)
+		if err != nil {
+			return fmt.Errorf("irdma-emu stats: %w", err)
+		}
+		if st.Resources.CMListens > listens {
+			return nil
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("host server exited before listening on %d: %v\n%s", port, p.Wait(), p.Output())
+		case <-ctx.Done():
+			return fmt.Errorf("host server not listening on %d: %w", port, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // guestJob is a script running in the guest, collected in the background.
 type guestJob struct {
 	done chan struct{}
@@ -217,16 +240,22 @@ func startGuest(ctx context.Context, v *guest.VM, script string) (*guestJob, err
 func (j *guestJob) wait() (guest.Result, error) { <-j.done; return j.res, j.err }
 
 // guestServer starts a server program in the guest and waits until it
-// listens on port (or has exited). The script prints a console marker
+// listens on port (or has exited): a TCP socket, or with rdmaCM an RDMA CM
+// id in state LISTEN (the rdma tool's cm_id resources, from the guest
+// kernel's cma.c over netlink). The script prints a console marker
 // either way, so a server that fails at once does not cost a timeout.
-func (r *emuRig) guestServer(ctx context.Context, port int, cmd string) (*guestJob, error) {
+func (r *emuRig) guestServer(ctx context.Context, port int, cmd string, rdmaCM bool) (*guestJob, error) {
+	listening := fmt.Sprintf(`netstat -ltn 2>/dev/null | grep -q ":%d "`, port)
+	if rdmaCM {
+		listening = fmt.Sprintf(`rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q ":%d "`, port)
+	}
 	script := fmt.Sprintf(`%s & p=$!
 while kill -0 $p 2>/dev/null; do
-	if netstat -ltn 2>/dev/null | grep -q ":%d "; then emu_notify "server %d up"; break; fi
+	if %s; then emu_notify "server %d up"; break; fi
 	usleep 100000
 done
 kill -0 $p 2>/dev/null || emu_notify "server %d down"
-wait $p`, cmd, port, port, port)
+wait $p`, cmd, listening, port, port)
 	j, err := startGuest(ctx, r.v, script)
 	if err != nil {
 		return nil, err

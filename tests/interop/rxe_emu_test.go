@@ -28,6 +28,12 @@ type pair struct {
 	// the other way round.
 	rxeServer bool
 	timeout   time.Duration
+	// rdmaCM: the programs connect with the RDMA CM (rping, perftest
+	// -R): their servers listen on an RDMA CM id, not a TCP socket.
+	rdmaCM bool
+	// addrFlag, when set, precedes the server's address on the client's
+	// command line (rping's -a); else the address is the last argument.
+	addrFlag string
 }
 
 type pairResult struct {
@@ -61,6 +67,9 @@ func (r *emuRig) tryPair(t *testing.T, p pair) (pairResult, error) {
 	guestCmd := fmt.Sprintf("timeout %d %s -p %d", gsecs, p.guestCmd, port)
 	hostArgv := append(append([]string{}, p.hostArgv...), "-p", fmt.Sprint(port))
 	startHost := func(extra ...string) (*guest.HostProc, error) {
+		if len(extra) > 0 && p.addrFlag != "" {
+			extra = append([]string{p.addrFlag}, extra...)
+		}
 		argv := append(append([]string{}, hostArgv...), extra...)
 		if p.hostTool {
 			return r.hostTool(ctx, argv...)
@@ -71,7 +80,7 @@ func (r *emuRig) tryPair(t *testing.T, p pair) (pairResult, error) {
 	var hostErr, guestErr error
 	var gres guest.Result
 	if p.rxeServer {
-		srv, err := r.guestServer(ctx, port, guestCmd)
+		srv, err := r.guestServer(ctx, port, guestCmd, p.rdmaCM)
 		if err != nil {
 			return res, fmt.Errorf("rxe server: %w", err)
 		}
@@ -100,14 +109,32 @@ func (r *emuRig) tryPair(t *testing.T, p pair) (pairResult, error) {
 		res.guestOut = gres.Output
 		res.server, res.client = res.guestOut, res.hostOut
 	} else {
+		var listens int
+		if p.rdmaCM {
+			st, err := r.ctl.Stats(-1)
+			if err != nil {
+				return res, fmt.Errorf("irdma-emu stats: %w", err)
+			}
+			listens = st.Resources.CMListens
+		}
 		srv, err := startHost()
 		if err != nil {
 			return res, fmt.Errorf("irdma-emu server: %w", err)
 		}
-		if err := r.waitHostListen(ctx, port, srv); err != nil {
+		wait := r.waitHostListen
+		if p.rdmaCM {
+			wait = func(ctx context.Context, port int, p *guest.HostProc) error {
+				return r.waitHostCMListen(ctx, port, p, listens)
+			}
+		}
+		if err := wait(ctx, port, srv); err != nil {
 			return res, err
 		}
-		cli, err := startGuest(ctx, r.v, guestCmd+" $EMU_HOST")
+		addr := " $EMU_HOST"
+		if p.addrFlag != "" {
+			addr = " " + p.addrFlag + addr
+		}
+		cli, err := startGuest(ctx, r.v, guestCmd+addr)
 		if err != nil {
 			return res, fmt.Errorf("rxe client: %w", err)
 		}
