@@ -62,10 +62,13 @@ type benchOptions struct {
 	json  bool
 	addrs []string // two-daemon pair, then the one-daemon address
 	skip  map[string]bool
+	// idleQPs is how many connected RC QPs the idle part's program holds
+	// (0: 1000, or 200 with --quick).
+	idleQPs int
 }
 
 // benchParts are the parts --skip names.
-var benchParts = []string{"udp", "busy", "memcpy", "perftest", "pingpong", "goclient", "one-daemon", "two-daemons"}
+var benchParts = []string{"udp", "busy", "memcpy", "perftest", "pingpong", "goclient", "one-daemon", "two-daemons", "idle"}
 
 func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, int, bool) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -74,6 +77,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, int, bool) 
 	fs.BoolVar(&o.quick, "quick", false, "short runs (fewer iterations, shorter UDP runs): a quick look, noisier figures")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON instead of a table")
 	addrs := fs.String("addrs", "127.0.80.2,127.0.80.3,127.0.80.4", "`A,B,C`: the two daemons' addresses, then the one daemon's (loopback addresses need no setup)")
+	fs.IntVar(&o.idleQPs, "idle-qps", 0, "connected RC QPs the idle part's program holds, an even number (default 1000, 200 with --quick)")
 	skip := fs.String("skip", "", "comma-separated parts to leave out: "+strings.Join(benchParts, ", "))
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage)
@@ -83,6 +87,10 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, int, bool) 
 		if errors.Is(err, flag.ErrHelp) {
 			return o, exitOK, false
 		}
+		return o, exitUsage, false
+	}
+	if o.idleQPs < 0 || o.idleQPs == 1 || o.idleQPs%2 != 0 {
+		fmt.Fprintf(stderr, "irdma-emu bench: --idle-qps: %d is not an even number of QPs\n", o.idleQPs)
 		return o, exitUsage, false
 	}
 	if fs.NArg() != 0 {
@@ -191,6 +199,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if os.Getenv(benchSpinEnv) != "" {
 		spin()
 	}
+	if sock := os.Getenv(benchIdleEnv); sock != "" {
+		n, _ := strconv.Atoi(os.Getenv(benchIdleQPsEnv))
+		if err := idleProgram(sock, n, os.Stdin, stdout); err != nil {
+			fmt.Fprintf(stderr, "irdma-emu bench (idle program): %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
 	o, rc, ok := parseBenchFlags(args, stderr)
 	if !ok {
 		return rc
@@ -205,6 +221,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	benchBaselines(rep, o, self, progress)
 	if !o.skip["perftest"] || !o.skip["pingpong"] || !o.skip["goclient"] {
 		benchEmulator(rep, o, self, progress)
+	}
+	if !o.skip["idle"] {
+		benchIdle(rep, o, self, progress)
 	}
 	rep.LoadAfter = loadAvg()
 	if o.json {

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Result tables as perftest 4.5 and ibv_rc_pingpong print them (written
@@ -74,6 +78,9 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--addrs", "127.0.1.2,127.0.1.3"}, exitUsage, "three addresses"},
 		{[]string{"--addrs", "127.0.1.2,::1,127.0.1.4"}, exitUsage, "not an IPv4"},
 		{[]string{"--skip", "udp,everything"}, exitUsage, "unknown part"},
+		{[]string{"--idle-qps", "64"}, exitOK, ""},
+		{[]string{"--idle-qps", "7"}, exitUsage, "not an even number"},
+		{[]string{"--idle-qps", "-2"}, exitUsage, "not an even number"},
 		{[]string{"stray"}, exitUsage, "unexpected argument"},
 		{[]string{"--nope"}, exitUsage, "not defined"},
 	}
@@ -140,5 +147,38 @@ func TestBenchNothing(t *testing.T) {
 	}
 	if len(r.Baselines) != 0 || len(r.Results) != 0 {
 		t.Errorf("skipped parts measured: %+v", r)
+	}
+}
+
+// TestBenchUsage: /proc's figures of this process are read, and its CPU
+// time follows getrusage's (an independent account of the same CPU): the
+// idle part's CPU and wake-up figures come from this reader.
+func TestBenchUsage(t *testing.T) {
+	a, err := readUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.rssKiB <= 0 || a.switches < 0 {
+		t.Fatalf("usage %+v", a)
+	}
+	rusage := func() time.Duration {
+		var ru unix.Rusage
+		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	// Spin until getrusage has seen 200 ms of CPU, however loaded the
+	// machine is.
+	for r0 := rusage(); rusage()-r0 < 200*time.Millisecond; {
+	}
+	b, err := readUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// /proc counts whole 10 ms ticks: at least 180 ms of the 200 (other
+	// goroutines of the test binary only add to it).
+	if d := b.cpu - a.cpu; d < 180*time.Millisecond {
+		t.Fatalf("/proc CPU time grew by %v while getrusage counted 200 ms", d)
 	}
 }
