@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/irdma-emu/irdma-emu/internal/testenv"
 )
 
 // TestBindMWType1 builds testdata/bindmw.c against Debian's libibverbs and
@@ -18,6 +20,7 @@ import (
 // tests.test_mr.MWTest type-1 tests timed out polling for it).
 func TestBindMWType1(t *testing.T) {
 	needPrograms(t)
+	testenv.Glob(t, "/usr/include/infiniband/verbs.h", "libibverbs' headers", "Debian package libibverbs-dev; tests/run.sh installs it")
 	bin := filepath.Join(t.TempDir(), "bindmw")
 	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, "testdata/bindmw.c", "-libverbs").CombinedOutput(); err != nil {
 		t.Fatalf("gcc bindmw.c (libibverbs-dev): %v\n%s", err, out)
