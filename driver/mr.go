@@ -58,6 +58,9 @@ type MR struct {
 
 	pblAllocated bool
 	palloc       *pbleAlloc
+	// unreg: a ReregUserMR undid the hardware registration and could not
+	// redo it (irdma's is_hwreg clear): DeregMR has no STag to DEALLOC.
+	unreg bool
 
 	// queue memory (reg_type QP / CQ): irdma_qp_mr / irdma_cq_mr
 	qAddr    uint64 // CQ ring PA (contiguous) or SQ PA
@@ -515,9 +518,11 @@ func (d *Device) DeregMR(m *MR) error {
 			m.uctx.delMemlist(m)
 		}
 	} else if d.alive() == nil {
-		s := stagInfo{PDID: m.pd.id, STagIdx: m.stag >> 8, MR: true}
-		if _, err := d.cqp.exec(func(uint32) (cqpWQE, error) { return buildDeallocSTag(d.prof.Fields, s), nil }); err != nil {
-			return err
+		if !m.unreg {
+			s := stagInfo{PDID: m.pd.id, STagIdx: m.stag >> 8, MR: true}
+			if _, err := d.cqp.exec(func(uint32) (cqpWQE, error) { return buildDeallocSTag(d.prof.Fields, s), nil }); err != nil {
+				return err
+			}
 		}
 		d.freeSTag(m.stag)
 	}

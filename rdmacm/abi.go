@@ -41,7 +41,11 @@ const (
 	CmdBind         = 20
 	CmdResolveAddr  = 21
 	CmdJoinMcast    = 22
-	numCmds         = 23
+	// CmdResolveIBService (23) resolves an IB service through the SA,
+	// which RoCE has none of: it reaches dispatch and gets EINVAL.
+	CmdResolveIBService = 23
+	CmdWriteCMEvent     = 24 // ucma.c ucma_write_cm_event (Linux 6.18)
+	numCmds             = 25
 
 	// CmdChannel is not a kernel command: the preload's first command on a
 	// new rdma_cm connection, answered with the channel's readiness pipe
@@ -73,6 +77,7 @@ const (
 	sizeGetEvent     = 8
 	sizeSetOption    = 24
 	sizeMigrateID    = 16
+	sizeWriteCMEvent = 16 + sizeUDParam // id, reserved, event, status, param (the ud param is the largest)
 
 	sizeCreateIDResp   = 4
 	sizeDestroyIDResp  = 4
@@ -160,6 +165,11 @@ const (
 	EventMulticastError  = 13
 	EventAddrChange      = 14
 	EventTimewaitExit    = 15
+	// EventUser and EventInternal are the two a program may write into
+	// its own channel (WRITE_CM_EVENT): rdma_write_cm_event's, and
+	// librdmacm's own ADDRINFO_RESOLVED of rdma_resolve_addrinfo.
+	EventUser     = 18
+	EventInternal = 19
 )
 
 // QUERY options (RDMA_USER_CM_QUERY_*).

@@ -244,3 +244,27 @@ func (ch *Channel) readUser(addr uint64, n int) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// WRITE_CM_EVENT ---------------------------------------------------------
+
+// cmdWriteCMEvent is ucma_write_cm_event: a program queues an event of
+// its own on one of its ids, USER (rdma_write_cm_event) or INTERNAL
+// (librdmacm's rdma_resolve_addrinfo reports ADDRINFO_RESOLVED so), with
+// the status and the 64-bit argument it gives, which GET_EVENT returns in
+// the param's first 8 bytes. Any other event type is EINVAL, before the
+// id is looked up.
+func (p *Provider) cmdWriteCMEvent(ch *Channel, handle, typ uint32, status int32, arg uint64) result {
+	if typ != EventUser && typ != EventInternal {
+		return result{err: syscall.EINVAL}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id, err := p.lookup(ch, handle)
+	if err != nil {
+		return result{err: err}
+	}
+	ev := &event{id: id, typ: typ, status: status}
+	le.PutUint64(ev.param[:], arg)
+	ch.queue(ev)
+	return result{}
+}

@@ -167,3 +167,58 @@ func TestGetEventFault(t *testing.T) {
 		t.Fatalf("events reported %d, want 1", n)
 	}
 }
+
+// TestWriteCMEvent: WRITE_CM_EVENT queues a USER or INTERNAL event on the
+// program's own id with its status and 64-bit argument (ucma.c
+// ucma_write_cm_event; librdmacm's rdma_resolve_addrinfo reports
+// ADDRINFO_RESOLVED through it); another event type is EINVAL, an id that
+// is not there ENOENT, another channel's EINVAL, and nothing is queued
+// for them.
+func TestWriteCMEvent(t *testing.T) {
+	w := newWire()
+	d := newDevice(t, w, "10.0.0.1", 1)
+	c, other := d.open(t), d.open(t)
+	h := c.createID(0x77, PSTCP)
+	theirs := other.createID(3, PSTCP)
+	write := func(id, typ uint32, status int32, arg uint64) syscall.Errno {
+		b := make([]byte, sizeWriteCMEvent)
+		le.PutUint32(b, id)
+		le.PutUint32(b[8:], typ)
+		le.PutUint32(b[12:], uint32(status))
+		le.PutUint64(b[16:], arg)
+		return c.raw(CmdWriteCMEvent, 0, b)
+	}
+	for _, tc := range []struct {
+		name   string
+		id     uint32
+		typ    uint32
+		status int32
+		arg    uint64
+		want   syscall.Errno
+	}{
+		{"ESTABLISHED", h, EventEstablished, 0, 1, syscall.EINVAL},
+		{"ADDRINFO_RESOLVED (16)", h, 16, 0, 1, syscall.EINVAL},
+		{"no such id", 4242, EventUser, 0, 1, syscall.ENOENT},
+		{"another channel's id", theirs, EventUser, 0, 1, syscall.EINVAL},
+	} {
+		if got := write(tc.id, tc.typ, tc.status, tc.arg); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if c.readable() || other.readable() {
+		t.Fatal("a refused WRITE_CM_EVENT queued an event")
+	}
+	c.must("USER", write(h, EventUser, -5, 0x1122334455667788))
+	c.must("INTERNAL", write(h, EventInternal, 0, 16))
+	e := c.expect(EventUser)
+	if e.uid != 0x77 || e.id != h || e.status != -5 || le.Uint64(e.param) != 0x1122334455667788 {
+		t.Errorf("USER event: uid %#x id %d status %d arg %#x; want uid 0x77 id %d status -5 arg 0x1122334455667788",
+			e.uid, e.id, e.status, le.Uint64(e.param), h)
+	}
+	if e := c.expect(EventInternal); le.Uint64(e.param) != 16 || e.status != 0 {
+		t.Errorf("INTERNAL event: status %d arg %d, want 0 and 16", e.status, le.Uint64(e.param))
+	}
+	if n, _ := c.destroyID(h); n != 2 {
+		t.Errorf("events reported %d, want 2", n)
+	}
+}

@@ -180,6 +180,9 @@ func (ch *Channel) dispatch(cmd uint32, body []byte, out int) result {
 	case CmdMigrateID:
 		b := pad(sizeMigrateID)
 		return p.cmdMigrate(ch, le.Uint64(b), le.Uint32(b[8:]), le.Uint32(b[12:]))
+	case CmdWriteCMEvent:
+		b := pad(sizeWriteCMEvent)
+		return p.cmdWriteCMEvent(ch, le.Uint32(b), le.Uint32(b[8:]), int32(le.Uint32(b[12:])), le.Uint64(b[16:]))
 	}
 	return result{err: syscall.EINVAL}
 }

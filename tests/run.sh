@@ -14,8 +14,8 @@ short=0
 
 # Debian packages the tests use: tshark judges our packets, tcpdump captures
 # on real interfaces, nftables drops frames for loss tests, iproute2 makes
-# namespaces and veth pairs.
-pkgs=(tshark tcpdump nftables iproute2 qemu-system-x86 kmod xz-utils gcc libc6-dev ibverbs-utils ibverbs-providers perftest rdmacm-utils librdmacm1)
+# namespaces and veth pairs; libibverbs-dev builds tests/programs/testdata.
+pkgs=(tshark tcpdump nftables iproute2 qemu-system-x86 kmod xz-utils gcc libc6-dev ibverbs-utils ibverbs-providers libibverbs-dev perftest rdmacm-utils librdmacm1)
 
 need=()
 if [ "$short" = 0 ]; then

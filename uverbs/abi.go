@@ -100,6 +100,8 @@ const (
 	szDestroyAH          = 4
 	szRegMR              = 40
 	szRegMRResp          = 12
+	szReregMR            = 48 // response, mr_handle, flags, start, length, hca_va, pd_handle, access_flags
+	szReregMRResp        = 8  // lkey, rkey
 	szDeregMR            = 4
 	szAllocMW            = 16
 	szAllocMWResp        = 8

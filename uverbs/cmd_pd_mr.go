@@ -4,6 +4,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/irdma-emu/irdma-emu/driver"
+	"github.com/irdma-emu/irdma-emu/emu/hostmem"
 )
 
 // canAlloc is the part of uobj_alloc that can fail before the driver
@@ -240,5 +241,74 @@ func (s *Session) deallocMW(a *bundle) error {
 		return err
 	}
 	s.h.remove(h)
+	return nil
+}
+
+// reregMR is ib_uverbs_rereg_mr with irdma_rereg_user_mr: flags none or
+// outside TRANS|PD|ACCESS are -EINVAL (IB_MR_REREG_SUPPORTED), a new
+// translation must keep the page offset of its address, new access flags
+// pass ib_check_mr_access, a new PD must be one of the file's. The MR
+// keeps its handle and keys; a new translation gets a fresh mapping of the
+// program's memory, the old one going once the device took the new.
+func (s *Session) reregMR(a *bundle) error {
+	req, err := a.request(szReregMR)
+	if err != nil {
+		return err
+	}
+	h, flags := get32(req, 8), get32(req, 12)
+	start, length, hcaVA := get64(req, 16), get64(req, 24), get64(req, 32)
+	pdh, access := get32(req, 40), get32(req, 44)
+	if flags == 0 || flags&^(driver.ReregTrans|driver.ReregPD|driver.ReregAccess) != 0 {
+		return eINVAL
+	}
+	if flags&driver.ReregTrans != 0 && start%pageSize != hcaVA%pageSize {
+		return eINVAL
+	}
+	v, err := s.h.lookup(h, kindMR)
+	if err != nil {
+		return eINVAL
+	}
+	mo := v.(*mrObj)
+	if flags&driver.ReregAccess != 0 {
+		if err := checkMRAccess(access); err != nil {
+			return err
+		}
+	}
+	npd := mo.pd
+	if flags&driver.ReregPD != 0 {
+		if npd, err = s.readPD(pdh); err != nil {
+			return err
+		}
+	}
+	if mo.regType != memRegMem {
+		return eINVAL
+	}
+	var tr *driver.ReregTranslation
+	var io *hostmem.Region
+	if flags&driver.ReregTrans != 0 {
+		if length > s.p.regAtt.MaxMRSize {
+			return eINVAL
+		}
+		pages, r, err := s.userPages(start, length, false)
+		if err != nil {
+			return err
+		}
+		tr, io = &driver.ReregTranslation{Start: start, Length: length, Virt: hcaVA, Pages: pages}, r
+	}
+	if err := s.p.d.ReregUserMR(mo.mr, int(flags), npd.pd, access, tr); err != nil {
+		s.unmapIO(io)
+		return err
+	}
+	if tr != nil {
+		s.unmapIO(mo.io)
+		mo.io = io
+	}
+	mo.pd = npd
+	resp := make([]byte, szReregMRResp)
+	put32(resp, 0, mo.mr.LKey())
+	put32(resp, 4, mo.mr.RKey())
+	a.respond(resp)
+	s.log.Debug("uverbs: REREG_MR", zap.Uint32("flags", flags), zap.Uint64("start", start), zap.Uint64("len", length),
+		zap.Uint32("lkey", mo.mr.LKey()))
 	return nil
 }

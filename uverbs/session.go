@@ -124,9 +124,10 @@ func init() {
 	w[cmdAttachMcast] = in("ATTACH_MCAST", szAttachMcast, (*Session).attachMcast)
 	w[cmdDetachMcast] = in("DETACH_MCAST", szAttachMcast, (*Session).detachMcast)
 	w[cmdOpenQP] = io("OPEN_QP", szOpenQP, szOpenQPResp, true, (*Session).openQP)
+	w[cmdReregMR] = io("REREG_MR", szReregMR, szReregMRResp, true, (*Session).reregMR)
 	// Not offered: MODIFY_AH, QUERY_AH, REG_SMR, QUERY_MR, BIND_MW and
-	// PEEK_CQ have no write handler at all; REREG_MR needs
-	// ops.rereg_user_mr, the SRQ commands ops.create_srq, the XRCD ones
+	// PEEK_CQ have no write handler at all; the SRQ commands need
+	// ops.create_srq, the XRCD ones
 	// ops.alloc_xrcd (UAPI_DEF_METHOD_NEEDS_FN), which the driver lacks.
 	for _, c := range []int{cmdDeallocPD, cmdDestroyAH, cmdDeregMR, cmdDeallocMW, cmdDestroyCQ, cmdDestroyQP,
 		cmdDetachMcast} {

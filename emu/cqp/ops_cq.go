@@ -40,8 +40,13 @@ func (c *CQP) cqEntry(h uint64) (uint32, *Error) {
 // cqRing decodes the ring of a CREATE_CQ or MODIFY_CQ (with CQRESIZE).
 func (c *CQP) cqRing(w *WQE) (cq.RingMem, *Error) {
 	h := w.Hdr()
+	// Any size the 21-bit CQSIZE holds: max_hw_cq_size (IRDMA_MAX_CQ_SIZE)
+	// bounds the CQEs a program asks for, and both drivers double that
+	// for 32-byte CQEs on GEN_2 (libirdma uverbs.c get_cq_size,
+	// verbs.c irdma_create_cq kernel-mode sizing), so rings of up to
+	// 2·max_cqe+2 entries reach the device.
 	size := uint32(w.W[0] & cqSizeMask)
-	if size < cqMinSize || size > c.cfg.Profile.UK.MaxHWCQSize {
+	if size < cqMinSize {
 		return cq.RingMem{}, fail(MinorBadSize, "CQ size out of range (CQ too small)", nil)
 	}
 	entry, err := c.cqEntry(h)

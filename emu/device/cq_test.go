@@ -186,3 +186,44 @@ func TestCCQOverflow(t *testing.T) {
 		t.Error("no CCQE after the head moved")
 	}
 }
+
+// TestCreateCQSizeField checks that CREATE_CQ takes any ring size the
+// 21-bit CQSIZE field holds (qw0 [20:0]), not only up to IRDMA_MAX_CQ_SIZE:
+// max_hw_cq_size bounds the CQEs a program asks for, and both drivers
+// double that for 32-byte CQEs on GEN_2 — libirdma's get_cq_size
+// (2·(cqe+1)) and irdma_create_cq's kernel-mode sizing — so a CQ of
+// max_cqe/2 or max_cqe entries reaches the device as a ring of 2^20 or
+// more. rdma-core's tests.test_cq.CQAPITest.test_create_cq creates them.
+func TestCreateCQSizeField(t *testing.T) {
+	e := devtest.Bringup(t, devtest.Options{})
+	sh := e.Scr(64, 64)
+	for i, tc := range []struct {
+		size uint32
+		ok   bool
+	}{
+		{1, false},        // "CQ too small": one entry holds no CQE
+		{1 << 20, true},   // libirdma: 2·(524287+1), max_cqe/2
+		{2097150, true},   // libirdma and kernel mode: 2·(1048574+1), max_cqe
+		{1<<21 - 1, true}, // the field's largest value
+		{1 << 21, false},  // does not fit: the field reads 0
+	} {
+		id := uint64(20 + i)
+		ring, err := e.Mem.Alloc(int(max(tc.size&(1<<21-1), 2))*32, 4096, "big-cq")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := e.Exec([8]uint64{0: uint64(tc.size), 4: uint64(ring.IOVA()), 5: uint64(sh),
+			3: 0x03<<32 | id | 1<<46})
+		if got := c.Major == 0; got != tc.ok {
+			t.Errorf("CREATE_CQ of %d entries: completion %+v, want ok %v", tc.size, c, tc.ok)
+		} else if !tc.ok && c.Minor != cqp.MinorBadSize {
+			t.Errorf("CREATE_CQ of %d entries: minor %#x, want bad size %#x", tc.size, c.Minor, cqp.MinorBadSize)
+		}
+		if tc.ok {
+			e.MustOK(e.Exec([8]uint64{3: 0x05<<32 | id}), "DESTROY_CQ")
+		}
+		if err := e.Mem.Unmap(ring); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

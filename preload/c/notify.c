@@ -10,7 +10,11 @@
  * the inline ibv_post_send calls (libibverbs/verbs.h) — with a wrapper
  * that calls the provider's, then, after a full fence, reads the notify
  * page's polling word and writes the eventfd only when the daemon says it
- * is parked (virtio's notification suppression). post_recv is left alone:
+ * is parked (virtio's notification suppression). ops.bind_mw — what the
+ * inline ibv_bind_mw calls for a type-1 window — is wrapped the same way:
+ * libirdma's irdma_ubind_mw posts a BIND_MW WQE and rings the SQ doorbell
+ * through its own irdma_upost_send, not through ops.post_send, so without
+ * the wrapper a parked daemon never sees the bind. post_recv is left alone:
  * irdma has no RQ doorbell (irdma_uk_post_receive writes none) and the
  * device reads the RQ when a packet arrives.
  */
@@ -39,8 +43,11 @@ struct ibv_qp {
 	struct ibv_context *context;
 };
 typedef int (*post_send_fn)(struct ibv_qp *qp, void *wr, void **bad_wr);
+typedef int (*bind_mw_fn)(struct ibv_qp *qp, void *mw, void *mw_bind);
 struct ibv_context_ops {
-	void *before[25]; /* _compat_query_device … _compat_destroy_qp */
+	void *before[8]; /* _compat_query_device … alloc_mw */
+	bind_mw_fn bind_mw;
+	void *middle[16]; /* dealloc_mw … _compat_destroy_qp */
 	post_send_fn post_send;
 	void *post_recv;
 	void *after[5]; /* _compat_create_ah … _compat_async_event */
@@ -53,6 +60,7 @@ struct ibv_context {
 	int num_comp_vectors;
 };
 _Static_assert(offsetof(struct ibv_context, ops) == 8, "ibv_context.ops");
+_Static_assert(offsetof(struct ibv_context, ops.bind_mw) == 8 + 8 * 8, "ops.bind_mw");
 _Static_assert(offsetof(struct ibv_context, ops.post_send) == 8 + 25 * 8, "ops.post_send");
 _Static_assert(sizeof(struct ibv_context_ops) == 32 * 8, "ibv_context_ops");
 _Static_assert(offsetof(struct ibv_context, cmd_fd) == 8 + 32 * 8, "ibv_context.cmd_fd");
@@ -62,6 +70,7 @@ _Static_assert(offsetof(struct ibv_context, cmd_fd) == 8 + 32 * 8, "ibv_context.
 struct notify {
 	struct ibv_context *ctx;
 	post_send_fn orig;
+	bind_mw_fn orig_bind; /* NULL: the provider has none */
 	volatile uint32_t *polling; /* the daemon's word: 1 polling, 0 parked */
 	uint64_t *counters;         /* notified, suppressed */
 	void *page;
@@ -73,6 +82,7 @@ static struct notify notifies[NOTIFY_MAX];
 static unsigned notify_hi; /* slots ever used (acquire/release) */
 static pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
 static post_send_fn any_orig; /* the provider's post_send, for a lost context */
+static bind_mw_fn any_orig_bind; /* the provider's bind_mw, for a lost context */
 static uint64_t notify_errors;  /* eventfd writes that failed */
 static uint64_t notified_gone, suppressed_gone; /* counts of closed contexts (notify_lock) */
 
@@ -85,20 +95,11 @@ static struct notify *find(const struct ibv_context *ctx)
 	return NULL;
 }
 
-/* post_send is the wrapper every context that notifies gets as
- * ops.post_send. */
-static int post_send(struct ibv_qp *qp, void *wr, void **bad_wr)
+/* kick tells a parked daemon that the SQ doorbell was rung. */
+static void kick(struct notify *n)
 {
-	struct notify *n = find(qp->context);
-	int r, err;
+	int err;
 
-	if (UNLIKELY(n == NULL)) {
-		/* Only a post on a context closed meanwhile gets here (a bug of
-		 * the program); the provider's own function still answers. */
-		post_send_fn f = __atomic_load_n(&any_orig, __ATOMIC_ACQUIRE);
-		return f != NULL ? f(qp, wr, bad_wr) : EINVAL;
-	}
-	r = n->orig(qp, wr, bad_wr);
 	/* The WQEs and the doorbell store before the read of the daemon's
 	 * word; the daemon stores "parked" before its last poll of the
 	 * doorbell page with the same fence. Either its poll sees the
@@ -106,7 +107,7 @@ static int post_send(struct ibv_qp *qp, void *wr, void **bad_wr)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__builtin_expect(*n->polling != 0, 1)) {
 		__atomic_fetch_add(&n->counters[1], 1, __ATOMIC_RELAXED);
-		return r;
+		return;
 	}
 	err = errno;
 	{
@@ -120,6 +121,41 @@ static int post_send(struct ibv_qp *qp, void *wr, void **bad_wr)
 			__atomic_fetch_add(&notify_errors, 1, __ATOMIC_RELAXED);
 	}
 	errno = err;
+}
+
+/* post_send is the wrapper every context that notifies gets as
+ * ops.post_send. */
+static int post_send(struct ibv_qp *qp, void *wr, void **bad_wr)
+{
+	struct notify *n = find(qp->context);
+	int r;
+
+	if (UNLIKELY(n == NULL)) {
+		/* Only a post on a context closed meanwhile gets here (a bug of
+		 * the program); the provider's own function still answers. */
+		post_send_fn f = __atomic_load_n(&any_orig, __ATOMIC_ACQUIRE);
+		return f != NULL ? f(qp, wr, bad_wr) : EINVAL;
+	}
+	r = n->orig(qp, wr, bad_wr);
+	kick(n);
+	return r;
+}
+
+/* bind_mw is the wrapper a context that notifies gets as ops.bind_mw
+ * when its provider has one. ibv_bind_mw calls it through the window's
+ * context (mw->context), which is the QP's: verbs.h checks mw->pd against
+ * the MR's PD, and a PD belongs to one context. */
+static int bind_mw(struct ibv_qp *qp, void *mw, void *mw_bind)
+{
+	struct notify *n = find(qp->context);
+	int r;
+
+	if (UNLIKELY(n == NULL || n->orig_bind == NULL)) {
+		bind_mw_fn f = __atomic_load_n(&any_orig_bind, __ATOMIC_ACQUIRE);
+		return f != NULL ? f(qp, mw, mw_bind) : EINVAL;
+	}
+	r = n->orig_bind(qp, mw, mw_bind);
+	kick(n);
 	return r;
 }
 
@@ -157,15 +193,20 @@ static void setup(struct ibv_context *ctx)
 		return;
 	}
 	n->orig = ctx->ops.post_send;
+	n->orig_bind = ctx->ops.bind_mw != bind_mw ? ctx->ops.bind_mw : NULL;
 	n->polling = polling;
 	n->counters = counters;
 	n->page = page;
 	__atomic_store_n(&n->efd, efd, __ATOMIC_RELEASE);
 	__atomic_store_n(&any_orig, n->orig, __ATOMIC_RELEASE);
+	if (n->orig_bind != NULL)
+		__atomic_store_n(&any_orig_bind, n->orig_bind, __ATOMIC_RELEASE);
 	__atomic_store_n(&n->ctx, ctx, __ATOMIC_RELEASE);
 	if (i >= notify_hi)
 		__atomic_store_n(&notify_hi, i + 1, __ATOMIC_RELEASE);
 	ctx->ops.post_send = post_send;
+	if (n->orig_bind != NULL)
+		ctx->ops.bind_mw = bind_mw;
 	pthread_mutex_unlock(&notify_lock);
 	iemu_dbg("context %p notifies (eventfd %d)", (void *)ctx, efd);
 }
@@ -186,6 +227,9 @@ static void forget(struct ibv_context *ctx)
 		return;
 	}
 	ctx->ops.post_send = n->orig;
+	if (n->orig_bind != NULL)
+		ctx->ops.bind_mw = n->orig_bind;
+	n->orig_bind = NULL;
 	__atomic_store_n(&n->ctx, NULL, __ATOMIC_RELEASE);
 	efd = __atomic_exchange_n(&n->efd, -1, __ATOMIC_ACQ_REL);
 	if (efd >= 0)

@@ -23,6 +23,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,7 +217,7 @@ func TestRdmaCoreSuite(t *testing.T) {
 		filter = regexp.MustCompile(v)
 	}
 
-	addr := testaddr.Loopback(t, 1)[0]
+	addr := suiteAddr(t)
 	d := daemontest.Run(t, daemontest.Options{}, "--addr", addr.String())
 	bin := daemontest.Binary(t)
 	env := append(os.Environ(),
@@ -345,4 +347,29 @@ func writeTable(t *testing.T, dir, profile string, rc rdmaCore, rows []result) s
 		t.Fatal(err)
 	}
 	return name
+}
+
+// lo1 is lo's first address, the one `ip -j addr show lo` lists first.
+var lo1 = netip.MustParseAddr("127.0.0.1")
+
+// suiteAddr is the address the suite's daemon takes. The suite finds the
+// device's IP address the way a user's scripts do (tests/base.py
+// get_ip_mac_address: the first addr_info of `ip -j addr show` on the
+// netdev `rdma link` names), and its RDMA CM tests bind and connect to it:
+// on a real E810 that is the first address of its own netdev, one of its
+// GIDs. The daemon's netdev is lo, whose first address is 127.0.0.1, so
+// the daemon must have that address; on another, rdma_bind_addr of
+// 127.0.0.1 fails ENODEV as Linux fails it for an address of a netdev
+// with no RDMA device (cma.c rdma_bind_addr → cma_acquire_dev_by_src_ip).
+// When 127.0.0.1 is taken on UDP 4791 (a daemon run by hand), the daemon
+// gets a test address and the RDMA CM tests fail, which the log says.
+func suiteAddr(t *testing.T) netip.Addr {
+	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo1, testaddr.RoCEv2Port)))
+	if err == nil {
+		c.Close()
+		return lo1
+	}
+	a := testaddr.Loopback(t, 1)[0]
+	t.Logf("%v:%d is taken (%v): the daemon runs on %v, and the suite's RDMA CM tests, which use lo's first address, will fail", lo1, testaddr.RoCEv2Port, err, a)
+	return a
 }
