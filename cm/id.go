@@ -119,6 +119,31 @@ func (c *id) begin() error {
 	return nil
 }
 
+// beginIn is begin for a call allowed only in the given states: on an
+// error nothing is held.
+func (c *id) beginIn(states ...State) error {
+	if err := c.begin(); err != nil {
+		return err
+	}
+	for _, st := range states {
+		if c.st == st {
+			return nil
+		}
+	}
+	c.unlock()
+	return ErrInvalidState
+}
+
+// newReply is a CM MAD of attr in the ID's transaction carrying both comm
+// IDs, as every message after the REQ does (REJ sets its own local one).
+func (c *id) newReply(attr mad.AttrID) []byte {
+	b := newMAD(attr, c.tid)
+	ids := mad.CommIDs(b)
+	ids.SetLocalCommID(c.local)
+	ids.SetRemoteCommID(c.remote)
+	return b
+}
+
 func (c *id) listen(sid, mask uint64) error {
 	if err := c.begin(); err != nil {
 		return err
@@ -260,23 +285,17 @@ func (c *id) sendREP(p *REPParam) error {
 	if tooLong(p.PrivateData, REPPrivateDataSize) {
 		return ErrPrivateDataTooLong
 	}
-	if err := c.begin(); err != nil {
+	if err := c.beginIn(StateREQRcvd, StateMRAREQSent); err != nil {
 		return err
 	}
 	m := c.m
-	if c.st != StateREQRcvd && c.st != StateMRAREQSent {
-		c.unlock()
-		return ErrInvalidState
-	}
 	c.localQPN = p.QPN & 0xffffff
 	c.rqPSN = p.StartingPSN & 0xffffff
 	c.initDepth, c.respRes = p.InitiatorDepth, p.ResponderResources
 
 	// cm.c:cm_format_rep.
-	b := newMAD(mad.AttrREP, c.tid)
+	b := c.newReply(mad.AttrREP)
 	r := mad.REP(b)
-	r.CommIDs().SetLocalCommID(c.local)
-	r.CommIDs().SetRemoteCommID(c.remote)
 	r.SetStartingPSN(c.rqPSN)
 	r.SetResponderResources(p.ResponderResources)
 	r.SetInitiatorDepth(p.InitiatorDepth)
@@ -298,10 +317,8 @@ func (c *id) sendREP(p *REPParam) error {
 
 // formatRTU is cm.c:cm_format_rtu.
 func (c *id) formatRTU(pd []byte) []byte {
-	b := newMAD(mad.AttrRTU, c.tid)
+	b := c.newReply(mad.AttrRTU)
 	r := mad.RTU(b)
-	r.CommIDs().SetLocalCommID(c.local)
-	r.CommIDs().SetRemoteCommID(c.remote)
 	copy(r.PrivateData(), pd)
 	return b
 }
@@ -310,14 +327,10 @@ func (c *id) sendRTU(pd []byte) error {
 	if tooLong(pd, RTUPrivateDataSize) {
 		return ErrPrivateDataTooLong
 	}
-	if err := c.begin(); err != nil {
+	if err := c.beginIn(StateREPRcvd, StateMRAREPSent); err != nil {
 		return err
 	}
 	m := c.m
-	if c.st != StateREPRcvd && c.st != StateMRAREPSent {
-		c.unlock()
-		return ErrInvalidState
-	}
 	c.pd = append([]byte(nil), pd...)
 	c.st = StateEstablished
 	m.sendLocked(c.av, c.formatRTU(pd))
@@ -370,15 +383,9 @@ func (c *id) sendREJ(reason RejReason, ari, pd []byte) error {
 	if tooLong(pd, REJPrivateDataSize) || tooLong(ari, REJARILength) {
 		return ErrPrivateDataTooLong
 	}
-	if err := c.begin(); err != nil {
+	if err := c.beginIn(StateREQSent, StateMRAREQRcvd, StateREQRcvd, StateMRAREQSent, StateREPRcvd, StateMRAREPSent,
+		StateREPSent, StateMRAREPRcvd); err != nil {
 		return err
-	}
-	switch c.st {
-	case StateREQSent, StateMRAREQRcvd, StateREQRcvd, StateMRAREQSent, StateREPRcvd, StateMRAREPSent,
-		StateREPSent, StateMRAREPRcvd:
-	default:
-		c.unlock()
-		return ErrInvalidState
 	}
 	c.rejectLocked(reason, ari, pd)
 	c.m.unlockAndDrain()
@@ -387,10 +394,8 @@ func (c *id) sendREJ(reason RejReason, ari, pd []byte) error {
 
 // formatMRA is cm.c:cm_format_mra.
 func (c *id) formatMRA(which mad.MsgResponse) []byte {
-	b := newMAD(mad.AttrMRA, c.tid)
+	b := c.newReply(mad.AttrMRA)
 	r := mad.MRA(b)
-	r.CommIDs().SetLocalCommID(c.local)
-	r.CommIDs().SetRemoteCommID(c.remote)
 	r.SetMessageMRAed(which)
 	r.SetServiceTimeout(c.serviceTimeout)
 	copy(r.PrivateData(), c.mraPD)
@@ -428,10 +433,8 @@ func (c *id) sendMRA(serviceTimeout uint8, pd []byte) error {
 // formatDREQ is cm.c:cm_format_dreq (a new transaction).
 func (c *id) formatDREQ(pd []byte) []byte {
 	c.tid = tidHigh | uint64(c.local)
-	b := newMAD(mad.AttrDREQ, c.tid)
+	b := c.newReply(mad.AttrDREQ)
 	r := mad.DREQ(b)
-	r.CommIDs().SetLocalCommID(c.local)
-	r.CommIDs().SetRemoteCommID(c.remote)
 	r.SetRemoteQPN(c.remoteQPN)
 	copy(r.PrivateData(), pd)
 	return b
@@ -450,12 +453,8 @@ func (c *id) sendDREQ(pd []byte) error {
 	if tooLong(pd, DREQPrivateDataSize) {
 		return ErrPrivateDataTooLong
 	}
-	if err := c.begin(); err != nil {
+	if err := c.beginIn(StateEstablished); err != nil {
 		return err
-	}
-	if c.st != StateEstablished {
-		c.unlock()
-		return ErrInvalidState
 	}
 	c.dreqLocked(pd)
 	c.m.unlockAndDrain()
@@ -464,10 +463,8 @@ func (c *id) sendDREQ(pd []byte) error {
 
 // formatDREP is cm.c:cm_format_drep.
 func (c *id) formatDREP(pd []byte) []byte {
-	b := newMAD(mad.AttrDREP, c.tid)
+	b := c.newReply(mad.AttrDREP)
 	r := mad.DREP(b)
-	r.CommIDs().SetLocalCommID(c.local)
-	r.CommIDs().SetRemoteCommID(c.remote)
 	copy(r.PrivateData(), pd)
 	return b
 }
@@ -476,14 +473,10 @@ func (c *id) sendDREP(pd []byte) error {
 	if tooLong(pd, DREPPrivateDataSize) {
 		return ErrPrivateDataTooLong
 	}
-	if err := c.begin(); err != nil {
+	if err := c.beginIn(StateDREQRcvd); err != nil {
 		return err
 	}
 	m := c.m
-	if c.st != StateDREQRcvd {
-		c.unlock()
-		return ErrInvalidState
-	}
 	c.pd = append([]byte(nil), pd...)
 	m.sendLocked(c.av, c.formatDREP(pd))
 	m.enterTimewaitLocked(c.self)
