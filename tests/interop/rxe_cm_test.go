@@ -167,6 +167,11 @@ func (c *cmRig) rejectedAttempt(t *testing.T, rxeServer bool) {
 	e, ep := s.CM, c.emuLast
 	c.last, c.emuLast = g, e
 	c.rejected++
+	// The attempt may have made perftest's first connection (its
+	// communication context) before the rejected REQ: the whole-run
+	// count of REQs, REPs and RTUs on the wire includes it. The guest
+	// CM's RTUs tell how many there were.
+	c.conns += int(d["cm_rx_msgs/rtu"] + d["cm_tx_msgs/rtu"])
 	t.Logf("the rejected attempt: guest CM counter deltas %v", d)
 	dr := cmDrops(e, ep)
 	guestRej, emuRej := "cm_rx_msgs/rej", "rej_sent"

@@ -162,6 +162,7 @@ func TestRpingKilled(t *testing.T) {
 // cli; both must exit 0.
 func cmPair(t *testing.T, srv, cli *node, within time.Duration, sargs, cargs []string) (s, c *prog) {
 	t.Helper()
+	waitNoListener(t, srv)
 	s = srv.run(t, sargs...)
 	waitCMListen(t, srv, s)
 	c = cli.run(t, cargs...)
@@ -221,7 +222,8 @@ func TestPerftestRdmaCM(t *testing.T) {
 	for _, tc := range tools {
 		t.Run(tc.tool, func(t *testing.T) {
 			args := []string{tc.tool, "-R", "-d", "irdma0", "-F", "-n", "200"}
-			s, c := cmPair(t, srv, cli, 120*time.Second, args, append(append([]string(nil), args...), srv.addr.String()))
+			cargs := append(append([]string(nil), args...), srv.addr.String())
+			s, c := perftestCMPair(t, srv, cli, args, cargs)
 			rows := parsePerf(c.stdout.String(), tc.lat)
 			if len(rows) != 1 || rows[0].iters != 200 {
 				t.Fatalf("result rows %+v\n%s", rows, dump(s, c))
@@ -236,6 +238,51 @@ func TestPerftestRdmaCM(t *testing.T) {
 				report.add("%s -R -n 200: %d B average %.2f MB/sec", tc.tool, r.bytes, r.f[1])
 			}
 		})
+	}
+}
+
+// perftestCMPair runs a perftest -R server and client, once more if the
+// first try lost perftest's own race: perftest -R connects twice (its
+// communication context, then the test's QP), and the client's second REQ
+// can reach the server's CM before the server listens again, which the CM
+// rejects with reason 8, invalid service ID, as cm.c does (perftest issue
+// #93: "also happens on RoCE"). Any other failure fails the test. Before
+// each try the server's daemon has no listener left from the previous
+// program, so waitCMListen sees this server's own.
+func perftestCMPair(t *testing.T, srv, cli *node, sargs, cargs []string) (s, c *prog) {
+	t.Helper()
+	for try := 1; ; try++ {
+		waitNoListener(t, srv)
+		s = srv.run(t, sargs...)
+		waitCMListen(t, srv, s)
+		c = cli.run(t, cargs...)
+		code := c.wait(t, 120*time.Second, s)
+		if code != 0 && try == 1 && strings.Contains(c.stderr.String(), "RDMA_CM_EVENT_REJECTED; error: 8") {
+			t.Logf("PERFTEST RACE (perftest issue #93): the client's second REQ came before the server listened again; running it once more\n%s", dump(c, s))
+			s.kill()
+			continue
+		}
+		if code != 0 {
+			t.Fatalf("client exit status %d\n%s", code, dump(c, s))
+		}
+		if code := s.wait(t, 30*time.Second, c); code != 0 {
+			t.Fatalf("server exit status %d\n%s", code, dump(s, c))
+		}
+		return s, c
+	}
+}
+
+// waitNoListener waits until the node's daemon has no RDMA CM listener:
+// the previous server's ids go when the daemon sees its descriptor close,
+// a moment after the program exits.
+func waitNoListener(t *testing.T, n *node) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n.stats(t).Resources.CMListens != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a listener is left on %s after 10s", n.addr)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
