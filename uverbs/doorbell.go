@@ -68,3 +68,20 @@ func (p *doorbellPage) close() {
 	p.mem = nil
 	p.f.Close()
 }
+
+// takeUpPosted makes a command take effect after the work the program
+// posted before it: on the device the post's doorbell store reaches the
+// NIC ahead of the kernel's CQP command for a later verb, and the NIC
+// fetches the WQE long before that command runs (emu/qp/intake.go). Every
+// QP of the context is asked, since an AH, MR or MW a command ends may be
+// named by any of them; the data plane returns at once for a QP with
+// nothing posted.
+func (s *Session) takeUpPosted() {
+	dp := s.p.cfg.DataPlane
+	if dp == nil {
+		return
+	}
+	for id := range *s.qpIDs.Load() {
+		dp.TakeUpPosted(id)
+	}
+}

@@ -116,6 +116,12 @@ func (l *lateDataPlane) Kick() {
 	}
 }
 
+func (l *lateDataPlane) TakeUpPosted(qpid uint32) {
+	if dp := l.dp.Load(); dp != nil {
+		(*dp).TakeUpPosted(qpid)
+	}
+}
+
 func (dm *daemon) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {
 	if sb, err := exec.LookPath("stdbuf"); err == nil {
 		// Unbuffered output survives the kill at the end.

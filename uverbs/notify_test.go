@@ -22,6 +22,7 @@ type fakeDataPlane struct {
 
 func (f *fakeDataPlane) Doorbell(qpid uint32) { f.rung <- qpid }
 func (f *fakeDataPlane) Kick()                { f.kicks.Add(1) }
+func (f *fakeDataPlane) TakeUpPosted(uint32)  {}
 
 // ring waits for the next QP rung.
 func (f *fakeDataPlane) ring(t *testing.T, what string) uint32 {

@@ -114,6 +114,10 @@ type Config struct {
 type DataPlane interface {
 	Doorbell(qpid uint32)
 	Kick()
+	// TakeUpPosted returns once the data plane has fetched the WQEs
+	// posted at the QP's SQ head (bounded): commands that must come
+	// after the program's posts call it first (Session.Command).
+	TakeUpPosted(qpid uint32)
 }
 
 // Provider is the daemon's uverbs device: an attach.Handler whose Sessions

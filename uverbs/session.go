@@ -73,7 +73,10 @@ type method struct {
 	hasResp  bool
 	hasUdata bool
 	destroy  bool // a destroy, allowed on a disassociated file
-	handler  func(*Session, *bundle) error
+	// afterPosts: the command takes effect after the work the program
+	// posted before it (takeUpPosted).
+	afterPosts bool
+	handler    func(*Session, *bundle) error
 }
 
 // notsupp is the uapi's notsupp_method: a command the device does not
@@ -133,6 +136,11 @@ func init() {
 		cmdDetachMcast} {
 		w[c].destroy = true
 	}
+	// Commands that end what a posted WQE may still use: the QP's state,
+	// an AH a UD send names, an MR or MW it reads, a group it sends to.
+	for _, c := range []int{cmdDestroyAH, cmdDeregMR, cmdDeallocMW, cmdModifyQP, cmdDestroyQP, cmdDetachMcast, cmdReregMR} {
+		w[c].afterPosts = true
+	}
 	for i := range w {
 		if w[i] == nil {
 			w[i] = notsupp
@@ -143,6 +151,7 @@ func init() {
 	x[exCmdCreateCQ] = ex("EX_CREATE_CQ", szExCreateCQ, szExCreateCQResp, (*Session).exCreateCQ)
 	x[exCmdCreateQP] = ex("EX_CREATE_QP", szExCreateQPReqM, szExCreateQPResp, (*Session).exCreateQP)
 	x[exCmdModifyQP] = ex("EX_MODIFY_QP", szModifyQP, szExModifyQPResp, (*Session).exModifyQP)
+	x[exCmdModifyQP].afterPosts = true
 	// EX_MODIFY_CQ needs ops.modify_cq; flows, WQs and indirection tables
 	// their ops: none is implemented by irdma.
 	for i := range x {
@@ -245,6 +254,9 @@ func (s *Session) Command(cmd []byte) (reply attach.CmdReply) {
 	a, err = s.parse(cmd)
 	if err == nil && s.p.quiesced.Load() && !a.m.destroy {
 		err = eIO // disassociated: only destroys still run
+	}
+	if err == nil && a.m.afterPosts {
+		s.takeUpPosted()
 	}
 	if err == nil {
 		err = a.m.handler(s, a)

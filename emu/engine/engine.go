@@ -166,6 +166,7 @@ type Engine struct {
 	wg       sync.WaitGroup
 
 	unknownDoorbells atomic.Uint64
+	intakeTimeouts   atomic.Uint64
 }
 
 // New creates the data plane of dev and subscribes to its WQEALLOC
@@ -337,6 +338,30 @@ func (e *Engine) Doorbell(qpid uint32) {
 		return
 	}
 	e.transportFor(q).Doorbell()
+}
+
+// intakeLimit bounds how long a control command waits for a worker to
+// take up what was posted before it (TakeUpPosted): long enough for a
+// worker behind busy programs on two cores, short enough that a stuck one
+// cannot stall the control path.
+const intakeLimit = 100 * time.Millisecond
+
+// TakeUpPosted returns once the worker of QP qpid has fetched the WQEs
+// posted at its SQ head now (qp/intake.go: a command the program issues
+// after posting must find its work done, as on the device), or after
+// intakeLimit. Stepped engines return at once: their caller runs the
+// workers.
+func (e *Engine) TakeUpPosted(qpid uint32) {
+	if e.cfg.Stepped || e.closed.Load() {
+		return
+	}
+	q := e.dev.QPs().Get(qpid)
+	if q == nil {
+		return
+	}
+	if !e.transportFor(q).TakeUpPosted(intakeLimit) {
+		e.intakeTimeouts.Add(1)
+	}
 }
 
 // transportFor returns q's transport, attaching one (and the engine's

@@ -492,3 +492,44 @@ func TestParkRace(t *testing.T) {
 		t.Fatalf("polling %v parks %d unparks %d", polling, parks, unparks)
 	}
 }
+
+// TestTakeUpPosted: a control command waits for the worker to take up the
+// WQEs posted before it (qp/intake.go). NOPs posted with no doorbell and
+// no scan of the QP (it never ran) are all completed when TakeUpPosted
+// returns; a stepped engine returns at once and leaves them to Poll.
+func TestTakeUpPosted(t *testing.T) {
+	const posted = 8
+	t.Run("workers", func(t *testing.T) {
+		n := newNode(t, timing.NewWall(), Config{}, ipA, ipB, macB, nil)
+		for i := uint32(0); i < posted; i++ {
+			n.nop(n.rc, i)
+		}
+		n.eng.TakeUpPosted(n.rc.Spec.ID)
+		if c := n.env.Dev.CQs().Get(2).Stats().CQEs; c != posted {
+			t.Fatalf("CQEs %d when TakeUpPosted returned, want %d", c, posted)
+		}
+		if s := n.eng.Stats(); s.IntakeTimeouts != 0 {
+			t.Fatalf("intake timeouts %d", s.IntakeTimeouts)
+		}
+		// Nothing posted: it returns without waking anything.
+		n.eng.TakeUpPosted(n.rc.Spec.ID)
+		n.eng.TakeUpPosted(99) // no such QP
+	})
+	t.Run("stepped", func(t *testing.T) {
+		n := newNode(t, timing.NewManual(), Config{Stepped: true}, ipA, ipB, macB, nil)
+		for i := uint32(0); i < posted; i++ {
+			n.nop(n.rc, i)
+		}
+		n.eng.TakeUpPosted(n.rc.Spec.ID)
+		cqs := n.env.Dev.CQs().Get(2)
+		if c := cqs.Stats().CQEs; c != 0 {
+			t.Fatalf("a stepped engine ran the QP inside TakeUpPosted: %d CQEs", c)
+		}
+		n.env.Doorbell(n.rc)
+		for n.eng.Poll() {
+		}
+		if c := cqs.Stats().CQEs; c != posted {
+			t.Fatalf("CQEs %d after Poll", c)
+		}
+	})
+}

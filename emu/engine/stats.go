@@ -32,6 +32,9 @@ type Stats struct {
 	QPs int
 	// UnknownDoorbells counts doorbells naming no QP.
 	UnknownDoorbells uint64
+	// IntakeTimeouts counts control commands that went ahead before the
+	// worker had taken up the work posted before them (TakeUpPosted).
+	IntakeTimeouts uint64
 	// PortUp reports the link state last signalled.
 	PortUp bool
 	// Sched are the workers' scheduling counters: wake-ups, backoff
@@ -43,7 +46,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	s := Stats{Port: e.port.c.Snapshot(), Gate: e.port.c.Snapshot(), Delivered: e.port.delivered.Load(), Meter: e.dp.Meter.Snapshot(),
 		Loopback:         e.port.lb.snapshot(),
-		UnknownDoorbells: e.unknownDoorbells.Load(), PortUp: link.State(e.port.state.Load()) == link.StateUp,
+		UnknownDoorbells: e.unknownDoorbells.Load(), IntakeTimeouts: e.intakeTimeouts.Load(), PortUp: link.State(e.port.state.Load()) == link.StateUp,
 		Sched: e.schedStats()}
 	for _, w := range e.workers {
 		s.Port.Add(w.port.Snapshot())

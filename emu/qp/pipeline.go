@@ -44,6 +44,7 @@ func (t *Transport) Run(ctx *Ctx) (more bool) {
 			t.lastWork = ctx.now
 			t.works++
 		}
+		t.endIntake()
 	}()
 	if t.dead.Load() || t.dp.QPs != nil && t.dp.QPs.Get(t.q.ID) != t.q {
 		t.dead.Store(true)

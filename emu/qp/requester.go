@@ -164,11 +164,10 @@ func (r *requester) reset(s WQState) {
 func (r *requester) sqPosted(mem *hostmem.Memory) bool {
 	// Entries not yet sent wait for the window, ORD or a fence, which an
 	// ACK (a packet) or a timer opens: the scan has nothing to add then.
-	if !r.started || r.sq.Mem.Size == 0 || r.send < r.n || (r.ents != nil && r.n >= len(r.ents)) {
+	if !r.started || r.send < r.n || (r.ents != nil && r.n >= len(r.ents)) {
 		return false
 	}
-	h, err := mem.Load64(r.sq.Mem.Addr(r.fetch.Cons, headerOffset))
-	return err == nil && Header(h).ValidBit() == r.fetch.Pol
+	return r.validAtFetch(mem)
 }
 
 // run sends what the window, ORD, fences and the burst allow, fetching

@@ -52,6 +52,9 @@ type Transport struct {
 	ev    atomic.Uint32
 	dead  atomic.Bool
 	inbox atomic.Pointer[Inbox]
+	// intake is the channel a TakeUpPosted waits on; the next Run's end
+	// closes it (intake.go).
+	intake atomic.Pointer[chan struct{}]
 
 	// worker-owned
 	gen       uint64

@@ -81,7 +81,10 @@ type PortStats struct {
 	Loopback         LoopbackStats `json:"loopback"`
 	ActiveQPs        int           `json:"active_qps"`
 	UnknownDoorbells uint64        `json:"unknown_doorbells"`
-	Sched            Sched         `json:"sched"`
+	// IntakeTimeouts: commands that went ahead before the worker took up
+	// the work posted before them (docs/dataplane.md "Commands after posts").
+	IntakeTimeouts uint64 `json:"intake_timeouts"`
+	Sched          Sched  `json:"sched"`
 	// Doorbells are the user contexts' doorbells and notifications (the
 	// uverbs provider's counters; zero with another attach handler).
 	Doorbells Doorbells `json:"doorbells"`
@@ -248,6 +251,7 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 	p.Counters = counters(es.Port)
 	p.ActiveQPs = es.QPs
 	p.UnknownDoorbells = es.UnknownDoorbells
+	p.IntakeTimeouts = es.IntakeTimeouts
 	if ps, ok := d.handler.(providerStats); ok {
 		u := ps.Stats()
 		p.Doorbells = Doorbells{Polled: u.Doorbells, Foreign: u.ForeignDoorbells, NotifyContexts: u.NotifyContexts,
