@@ -17,7 +17,6 @@
 package sim
 
 import (
-	"container/heap"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -30,21 +29,21 @@ import (
 // Events (one per packet in flight, one per resource) so that the loop
 // allocates nothing per event.
 type Event struct {
-	at  timing.Ps
-	seq uint64
-	idx int // position in the heap; -1 when not scheduled
-	f   func()
+	timing.Deadline // in timing.Ps
+	f               func()
 }
 
 // NewEvent returns an unscheduled event that calls f.
-func NewEvent(f func()) *Event { return &Event{f: f, idx: -1} }
+func NewEvent(f func()) *Event { return &Event{f: f} }
 
 // Init makes e an unscheduled event that calls f (for events embedded in
 // other structs).
-func (e *Event) Init(f func()) { e.f, e.idx = f, -1 }
+func (e *Event) Init(f func()) { e.f = f }
 
 // Pending reports whether e is scheduled, and when.
-func (e *Event) Pending() (timing.Ps, bool) { return e.at, e.idx >= 0 }
+func (e *Event) Pending() (timing.Ps, bool) { return e.at(), e.Armed() }
+
+func (e *Event) at() timing.Ps { return timing.Ps(e.Due()) }
 
 // Loop is the event loop and the simulated clock. Everything runs in the
 // goroutine calling Run; AfterFunc, At and Cancel may also be called from
@@ -56,8 +55,7 @@ type Loop struct {
 	// shared mirrors it for other goroutines.
 	now    timing.Ps
 	shared atomic.Int64
-	events eventHeap
-	seq    uint64
+	events timing.Deadlines[*Event]
 	fired  uint64
 	// after runs after every event (the scenario polls the engines there).
 	after func()
@@ -84,20 +82,14 @@ func (l *Loop) At(e *Event, t timing.Ps) {
 }
 
 func (l *Loop) atLocked(e *Event, t timing.Ps) {
-	t = max(t, l.now)
-	if e.idx >= 0 {
-		heap.Remove(&l.events, e.idx)
-	}
-	l.seq++
-	e.at, e.seq = t, l.seq
-	heap.Push(&l.events, e)
+	l.events.Arm(e, int64(max(t, l.now)))
 }
 
 // AtEarliest schedules e at t unless it is already pending at or before t
 // (a wake-up that several conditions may ask for: the earliest wins).
 func (l *Loop) AtEarliest(e *Event, t timing.Ps) {
 	l.mu.Lock()
-	if e.idx < 0 || max(t, l.now) < e.at {
+	if !e.Armed() || max(t, l.now) < e.at() {
 		l.atLocked(e, t)
 	}
 	l.mu.Unlock()
@@ -107,24 +99,20 @@ func (l *Loop) AtEarliest(e *Event, t timing.Ps) {
 func (l *Loop) Cancel(e *Event) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e.idx < 0 {
-		return false
-	}
-	heap.Remove(&l.events, e.idx)
-	return true
+	return l.events.Remove(e)
 }
 
 // Step runs the earliest event, if any is due by limit, and reports
 // whether it ran one.
 func (l *Loop) Step(limit timing.Ps) bool {
 	l.mu.Lock()
-	if len(l.events) == 0 || l.events[0].at > limit {
+	if e, ok := l.events.First(); !ok || e.at() > limit {
 		l.mu.Unlock()
 		return false
 	}
-	e := heap.Pop(&l.events).(*Event)
-	l.now = e.at
-	l.shared.Store(int64(e.at))
+	e := l.events.Pop()
+	l.now = e.at()
+	l.shared.Store(int64(l.now))
 	l.mu.Unlock()
 	l.fired++
 	e.f()
@@ -172,7 +160,7 @@ func (t *loopTimer) Reset(d time.Duration) bool {
 	l := t.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	was := t.e.idx >= 0
+	was := t.e.Armed()
 	at := timing.Ps(math.MaxInt64)
 	if d <= 0 {
 		at = l.now
@@ -181,37 +169,4 @@ func (t *loopTimer) Reset(d time.Duration) bool {
 	}
 	l.atLocked(&t.e, at)
 	return was
-}
-
-// eventHeap orders events by time, then by scheduling order.
-type eventHeap []*Event
-
-func (h eventHeap) Len() int { return len(h) }
-
-func (h eventHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-
-func (h eventHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].idx = i
-	h[j].idx = j
-}
-
-func (h *eventHeap) Push(x any) {
-	e := x.(*Event)
-	e.idx = len(*h)
-	*h = append(*h, e)
-}
-
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	e.idx = -1
-	return e
 }

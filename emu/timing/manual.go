@@ -1,7 +1,6 @@
 package timing
 
 import (
-	"container/heap"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -23,9 +22,8 @@ type Manual struct {
 
 	advance sync.Mutex // serialises Advance
 
-	mu     sync.Mutex // guards timers, seq
-	timers timerHeap
-	seq    uint64
+	mu     sync.Mutex // guards timers
+	timers Deadlines[*manualTimer]
 }
 
 // NewManual returns a manual clock at time 0.
@@ -39,7 +37,7 @@ func (c *Manual) Now() time.Duration { return time.Duration(c.now.Load()) }
 // or later in the running Advance if armed from a timer function. It never
 // runs inside AfterFunc, so callers may hold their own locks.
 func (c *Manual) AfterFunc(d time.Duration, f func()) Timer {
-	t := &manualTimer{c: c, f: f, index: -1}
+	t := &manualTimer{c: c, f: f}
 	c.mu.Lock()
 	c.armLocked(t, d)
 	c.mu.Unlock()
@@ -54,14 +52,14 @@ func (c *Manual) Advance(d time.Duration) {
 	target := addSat(c.Now(), max(d, 0))
 	for {
 		c.mu.Lock()
-		if len(c.timers) == 0 || c.timers[0].when > target {
+		if t, ok := c.timers.First(); !ok || t.when() > target {
 			c.now.Store(int64(target))
 			c.mu.Unlock()
 			return
 		}
-		t := heap.Pop(&c.timers).(*manualTimer)
-		if t.when > c.Now() {
-			c.now.Store(int64(t.when))
+		t := c.timers.Pop()
+		if t.when() > c.Now() {
+			c.now.Store(int64(t.when()))
 		}
 		f := t.f
 		c.mu.Unlock()
@@ -73,7 +71,7 @@ func (c *Manual) Advance(d time.Duration) {
 func (c *Manual) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.timers)
+	return c.timers.Len()
 }
 
 // Next returns the deadline of the earliest armed timer, if any (a
@@ -81,79 +79,37 @@ func (c *Manual) Pending() int {
 func (c *Manual) Next() (time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.timers) == 0 {
+	t, ok := c.timers.First()
+	if !ok {
 		return 0, false
 	}
-	return c.timers[0].when, true
+	return t.when(), true
 }
 
 func (c *Manual) armLocked(t *manualTimer, d time.Duration) {
-	t.when = addSat(c.Now(), max(d, 0))
-	c.seq++
-	t.seq = c.seq
-	heap.Push(&c.timers, t)
+	c.timers.Arm(t, int64(addSat(c.Now(), max(d, 0))))
 }
 
 type manualTimer struct {
-	c     *Manual
-	f     func()
-	when  time.Duration // guarded by c.mu
-	seq   uint64        // guarded by c.mu; tie-break: arm order
-	index int           // guarded by c.mu; position in the heap, -1 if not armed
+	Deadline // guarded by c.mu
+	c        *Manual
+	f        func()
 }
+
+func (t *manualTimer) when() time.Duration { return time.Duration(t.Due()) }
 
 func (t *manualTimer) Stop() bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
-	if t.index < 0 {
-		return false
-	}
-	heap.Remove(&t.c.timers, t.index)
-	return true
+	return t.c.timers.Remove(t)
 }
 
 func (t *manualTimer) Reset(d time.Duration) bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
-	was := t.index >= 0
-	if was {
-		heap.Remove(&t.c.timers, t.index)
-	}
+	was := t.Armed()
 	t.c.armLocked(t, d)
 	return was
-}
-
-// timerHeap orders timers by deadline, then arm order.
-type timerHeap []*manualTimer
-
-func (h timerHeap) Len() int { return len(h) }
-
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].when != h[j].when {
-		return h[i].when < h[j].when
-	}
-	return h[i].seq < h[j].seq
-}
-
-func (h timerHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-
-func (h *timerHeap) Push(x any) {
-	t := x.(*manualTimer)
-	t.index = len(*h)
-	*h = append(*h, t)
-}
-
-func (h *timerHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	t.index = -1
-	return t
 }
 
 // addSat returns a+b for b ≥ 0, saturating at the largest Duration.
