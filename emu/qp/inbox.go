@@ -85,6 +85,17 @@ func (q *Inbox) Pop() *link.Packet {
 	}
 }
 
+// Peek returns the oldest packet without removing it; nil when empty. Only
+// the consumer may call it (the next Pop returns the same packet).
+func (q *Inbox) Peek() *link.Packet {
+	pos := q.deq.Load()
+	c := &q.cells[pos&q.mask]
+	if c.seq.Load() != pos+1 {
+		return nil
+	}
+	return c.p
+}
+
 // Len is the number of queued packets (approximate while producers run).
 func (q *Inbox) Len() int {
 	n := int64(q.enq.Load()) - int64(q.deq.Load())

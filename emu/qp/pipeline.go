@@ -69,7 +69,11 @@ func (t *Transport) Run(ctx *Ctx) (more bool) {
 	if in != nil {
 		for i := 0; i < t.dp.Tun.RxBurst && t.q.State() != StateError; i++ {
 			if t.resp.blocked() {
-				break
+				// Except the requester asking again for the READ being
+				// answered (responder.go restartRead).
+				if p := in.Peek(); p == nil || !t.resp.isReadReRequest(&p.Frame) {
+					break
+				}
 			}
 			p := in.Pop()
 			if p == nil {

@@ -522,7 +522,9 @@ func (r *responder) duplicate(t *Transport, ctx *Ctx, f *wire.Frame) {
 			// A re-request must fall inside the original, at the offset
 			// its PSN implies, with the same R_Key (rxe find_resource).
 			if p.RETH.RKey() == x.rkey && va == x.va+off && off+length <= x.length {
-				r.push(respItem{kind: itemRead, psn: psn, va: va, rkey: x.rkey, length: length})
+				if !r.restartRead(x, psn, va, length) {
+					r.push(respItem{kind: itemRead, psn: psn, va: va, rkey: x.rkey, length: length})
+				}
 				t.count(ctx, CntReadReplays, 1)
 				return
 			}
@@ -537,6 +539,36 @@ func (r *responder) duplicate(t *Transport, ctx *Ctx, f *wire.Frame) {
 		}
 	}
 	t.drop(ctx, DropDuplicate)
+}
+
+// isReadReRequest reports an RDMA READ request behind ePSN: a requester
+// that lost part of a READ's answer asking for the rest again. The worker
+// takes it while READ responses are going out (Run), so that restartRead
+// can cut the answer in progress.
+func (r *responder) isReadReRequest(f *wire.Frame) bool {
+	p := &f.Packet
+	return p.BTH != nil && p.Opcode() == wire.RCRDMAReadRequest && p.RETH != nil && p.BTH.PSN().Diff(r.ePSN) < 0
+}
+
+// restartRead answers a re-request of the READ whose answer is going out
+// (the head of the queue, of resource x) by restarting that answer at the
+// re-request's PSN instead of queueing a second one behind it: the
+// requester drops every response after the one it lost (IBTA §9.7.5.1.1:
+// responses must arrive in PSN order), so the rest of the first answer is
+// of no use to it, and on a slow responder sending it first can outlast
+// the requester's retry count (seven timeouts without progress). rxe
+// replays a saved READ from the duplicate's PSN in the same way
+// (resp.c duplicate_request).
+func (r *responder) restartRead(x *resource, psn wire.PSN, va, length uint64) bool {
+	if r.outN == 0 {
+		return false
+	}
+	h := &r.out[r.outHead]
+	if h.kind != itemRead || h.rkey != x.rkey || !h.psn.InRange(x.first, x.last.Next()) {
+		return false
+	}
+	h.psn, h.va, h.length, h.off, h.sent = psn, va, length, 0, false
+	return true
 }
 
 // find returns the saved resource of kind k whose PSNs hold psn.

@@ -210,3 +210,48 @@ func TestResponderInvalidRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestResponderReadReRequest: a re-request of the READ whose answer is
+// going out restarts that answer at its PSN: the rest of the first answer
+// (which the requester drops after its gap) is not sent first. A READ of
+// eight packets, two responses sent; the requester asks again from the
+// second: seven responses follow, from that PSN, once.
+func TestResponderReadReRequest(t *testing.T) {
+	r := newRig(t, qp.Tunables{RespBurst: 2}, nil)
+	data := make([]byte, 8*1024)
+	for i := range data {
+		data[i] = byte(i*7 + 3)
+	}
+	r.setMem(0, data)
+	va := uint64(r.mr)
+	read := func(psn wire.PSN, va uint64, n uint32) {
+		r.inject(wire.PacketFields{BTH: wire.BTHFields{Opcode: wire.RCRDMAReadRequest, PSN: psn, AckReq: true},
+			RETH: wire.RETHFields{VA: va, RKey: r.stag, DMALen: n}}, nil)
+	}
+	read(peerPSN, va, uint32(len(data)))
+	if !r.tr.TryClaim() {
+		t.Fatal("claim held")
+	}
+	r.tr.Run(&r.ctx) // one visit: RespBurst responses
+	r.tr.Unclaim()
+	r.expect("the first two responses", pkt{wire.RCRDMAReadResponseFirst, peerPSN, false, ackSyn, 1024},
+		pkt{wire.RCRDMAReadResponseMiddle, peerPSN.Add(1), false, 0, 1024})
+	read(peerPSN.Add(1), va+1024, uint32(len(data)-1024))
+	r.run()
+	want := []pkt{{wire.RCRDMAReadResponseFirst, peerPSN.Add(1), false, ackSyn, 1024}}
+	for i := uint32(2); i < 7; i++ {
+		want = append(want, pkt{wire.RCRDMAReadResponseMiddle, peerPSN.Add(i), false, 0, 1024})
+	}
+	want = append(want, pkt{wire.RCRDMAReadResponseLast, peerPSN.Add(7), false, ackSyn, 1024})
+	f := r.expect("the answer restarted at the re-request's PSN", want...)
+	var got []byte
+	for _, x := range f {
+		got = append(got, x.Packet.Payload...)
+	}
+	if !bytes.Equal(got, data[1024:]) {
+		t.Fatal("restarted READ payload")
+	}
+	if c := r.counters(); c.ReadReplays != 1 || c.Duplicates != 1 {
+		t.Fatalf("READ replays %d, duplicates %d (want 1, 1)", c.ReadReplays, c.Duplicates)
+	}
+}

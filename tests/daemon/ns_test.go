@@ -180,11 +180,12 @@ func lossyPerf(t *testing.T, w *nsWorld) {
 		// One READ at a time, and five of them: a lost or overtaken
 		// response makes the requester drop the rest of the READ's
 		// responses and wait for its retransmission timer (the daemon's
-		// 67 ms RTO), some thirty times per MiB here; with many READs
-		// outstanding, the responder also keeps sending everything already
-		// asked for, which at the emulator's speed outlasts seven timer
-		// periods and exhausts the retry count (an E810 drains it in about
-		// a millisecond).
+		// 67 ms RTO), some thirty times per MiB here. The responder
+		// restarts the answer in progress at a re-request's PSN
+		// (emu/qp responder.go restartRead), but with many READs
+		// outstanding it still sends the later READs' answers, which at
+		// the emulator's speed can outlast seven timer periods and exhaust
+		// the retry count (an E810 drains them in about a millisecond).
 		{"read", 1, []string{"-t", "2", "-Q", "1", "-o", "1", "-n", "5"}},
 	} {
 		args := append([]string{"-s", "1048576", "-n", "10", "--check"}, tc.flags...) // a later -n wins
