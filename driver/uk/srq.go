@@ -95,26 +95,7 @@ func (s *SRQ) PostReceive(wrID uint64, sges []SGE) error {
 	}
 	off := int(idx*s.mult) * QuantumSize
 	w := s.buf[off : off+int(s.mult)*QuantumSize]
-	var first *SGE
-	if len(sges) > 0 {
-		first = &sges[0]
-	}
-	setFragment(w, 0, first, s.pol)
-	b := QuantumSize
-	for i := 1; i < len(sges); i++ {
-		setFragment(w, b, &sges[i], s.pol)
-		b += 16
-	}
-	addl := uint64(0)
-	if len(sges) > 1 {
-		addl = uint64(len(sges) - 1)
-	}
-	if n := len(sges); n != 0 && n%2 == 0 {
-		setFragment(w, b, nil, s.pol)
-		if !s.lim.PadFragUncounted {
-			addl++
-		}
-	}
+	addl := writeRecvWQE(w, sges, s.pol, s.lim.PadFragUncounted)
 	put64(w, 16, wrID)
 	store64(w, 24, addl<<sqAddFragCntShift|uint64(s.pol)<<sqValidShift)
 	store64(s.shadow, 0, uint64((idx+1)%s.r.size))
