@@ -66,10 +66,12 @@ type Device struct {
 	maxCQE                                             uint32
 	mrStagMask                                         uint32
 	qpIDs, cqIDs, mrIDs, pdIDs, ahIDs, mcgIDs, arpIDs  *idBitmap
+	srqIDs                                             *idBitmap // GEN_3 only
 
-	tblMu   sync.RWMutex
-	qpTable map[uint32]*QP
-	cqTable map[uint32]*CQ
+	tblMu    sync.RWMutex
+	qpTable  map[uint32]*QP
+	cqTable  map[uint32]*CQ
+	srqTable map[uint32]*SRQ
 
 	arpMu sync.Mutex
 	arp   map[arpKey]*arpEntry
@@ -117,8 +119,10 @@ func Open(hw HW, cfg Config) (*Device, error) {
 	if err := cfg.Profile.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", syscall.EINVAL, err)
 	}
-	if cfg.Profile.Gen != profile.Gen2 {
-		return nil, fmt.Errorf("%w: only GEN_2 is supported", syscall.EOPNOTSUPP)
+	// GEN_2 (E810) and the emulator's GEN_3 (E2100: profile.GEN3, whose
+	// host-context and register layouts stay GEN_2's).
+	if cfg.Profile.Gen != profile.Gen2 && cfg.Profile.Gen != profile.Gen3 {
+		return nil, fmt.Errorf("%w: only GEN_2 and GEN_3 are supported", syscall.EOPNOTSUPP)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = timing.NewWall()
@@ -151,6 +155,7 @@ func Open(hw HW, cfg Config) (*Device, error) {
 		dmaRegions: map[*hostmem.Region]struct{}{},
 		qpTable:    map[uint32]*QP{},
 		cqTable:    map[uint32]*CQ{},
+		srqTable:   map[uint32]*SRQ{},
 		arp:        map[arpKey]*arpEntry{},
 		ahHash:     map[ahKey]*AH{},
 		stop:       make(chan struct{}),

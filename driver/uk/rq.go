@@ -16,7 +16,7 @@ type RecvWR struct {
 // the caller's array held; we write an empty slot (VALID only) instead,
 // which the hardware reads the same way as the 0-length receive it is.
 func (q *QP) PostReceive(wrID uint64, sges []SGE) error {
-	if len(sges) > q.maxRQFrag {
+	if q.srq != nil || len(sges) > q.maxRQFrag {
 		return ErrInvalid
 	}
 	if q.rq.full() {
@@ -31,14 +31,26 @@ func (q *QP) PostReceive(wrID uint64, sges []SGE) error {
 	off := int(idx*q.rqMult) * QuantumSize
 	w := q.rqBuf[off : off+int(q.rqMult)*QuantumSize]
 
+	addl := writeRecvWQE(w, sges, q.rwqePol, q.lim.PadFragUncounted)
+	put64(w, 16, 0)
+	store64(w, 24, addl<<sqAddFragCntShift|uint64(q.rwqePol)<<sqValidShift)
+	return nil
+}
+
+// writeRecvWQE lays out the fragments of an RQ or SRQ WQE (uk.c
+// irdma_uk_post_receive, irdma_uk_srq_post_receive): slot 0 in qwords 0–1,
+// further slots of 16 bytes from byte 32, an empty pad slot after an even
+// count, counted in ADDFRAGCNT only on GEN_2 (padUncounted false). It
+// returns ADDFRAGCNT; qword2 and the header are the caller's.
+func writeRecvWQE(w []byte, sges []SGE, pol uint8, padUncounted bool) uint64 {
 	var first *SGE
 	if len(sges) > 0 {
 		first = &sges[0]
 	}
-	setFragment(w, 0, first, q.rwqePol)
+	setFragment(w, 0, first, pol)
 	b := QuantumSize
 	for i := 1; i < len(sges); i++ {
-		setFragment(w, b, &sges[i], q.rwqePol)
+		setFragment(w, b, &sges[i], pol)
 		b += 16
 	}
 	addl := uint64(0)
@@ -46,12 +58,12 @@ func (q *QP) PostReceive(wrID uint64, sges []SGE) error {
 		addl = uint64(len(sges) - 1)
 	}
 	if n := len(sges); n != 0 && n%2 == 0 {
-		setFragment(w, b, nil, q.rwqePol)
-		addl++
+		setFragment(w, b, nil, pol)
+		if !padUncounted {
+			addl++
+		}
 	}
-	put64(w, 16, 0)
-	store64(w, 24, addl<<sqAddFragCntShift|uint64(q.rwqePol)<<sqValidShift)
-	return nil
+	return addl
 }
 
 // PostRecv is irdma_post_recv's loop for a kernel QP: each receive in
