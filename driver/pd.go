@@ -69,6 +69,7 @@ const (
 	MemRegMem MemRegType = 0 // IRDMA_MEMREG_TYPE_MEM
 	MemRegQP  MemRegType = 1 // IRDMA_MEMREG_TYPE_QP
 	MemRegCQ  MemRegType = 2 // IRDMA_MEMREG_TYPE_CQ
+	MemRegSRQ MemRegType = 3 // IRDMA_MEMREG_TYPE_SRQ (GEN_3): MemReg.RQPages ring pages, then the shadow page
 )
 
 // UContext is a user context (irdma_ucontext): the queue-memory

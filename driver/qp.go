@@ -67,6 +67,12 @@ type QPInitAttr struct {
 	SignalAll   bool   // IB_SIGNAL_ALL_WR
 	CreateFlags uint32 // must be 0 (irdma_validate_qp_attrs)
 	User        *UserQP
+	// SRQ binds the QP's receive side to a shared receive queue (GEN_3):
+	// the QP context gets USE_SRQ and the SRQ id, receives come from the
+	// SRQ and PostRecv on the QP is refused (-EINVAL). Cap.MaxRecvWR and
+	// MaxRecvSGE are then ignored, as irdma ignores them (the QP gets the
+	// minimum RQ). nil on GEN_2, where there are no SRQs.
+	SRQ *SRQ
 	// EventHandler receives the QP's asynchronous events (ibqp->event_handler).
 	EventHandler func(*QP, AsyncEvent)
 }

@@ -15,6 +15,12 @@ type Limits struct {
 	MinCQSize   int    // min_hw_cq_size
 	MaxCQSize   int    // max_hw_cq_size
 	AtomicsOK   bool   // feature_flags has IRDMA_FEATURE_ATOMIC_OPS (firmware's IRDMA_ATOMICS_ALLOWED_BIT)
+	// MaxSRQQuanta is max_hw_srq_quanta: 0 means no SRQ (GEN_2).
+	MaxSRQQuanta uint32
+	// PadFragUncounted: an even fragment count's pad slot is not counted
+	// in ADDFRAGCNT (GEN_3; uk.c counts it only when hw_rev is GEN_2). The
+	// zero value is GEN_2's rule.
+	PadFragUncounted bool
 }
 
 // GEN2 are the E810 values: irdma_sc_dev_init, icrdma_init_hw and

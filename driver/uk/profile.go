@@ -18,5 +18,8 @@ func LimitsFrom(p profile.Profile) Limits {
 		MinCQSize:   int(u.MinHWCQSize),
 		MaxCQSize:   int(u.MaxHWCQSize),
 		AtomicsOK:   u.FeatureFlags&profile.FeatureAtomicOps != 0,
+
+		MaxSRQQuanta:     u.MaxHWSRQQuanta,
+		PadFragUncounted: !p.Queues.PadFragCounted,
 	}
 }

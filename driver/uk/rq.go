@@ -47,7 +47,9 @@ func (q *QP) PostReceive(wrID uint64, sges []SGE) error {
 	}
 	if n := len(sges); n != 0 && n%2 == 0 {
 		setFragment(w, b, nil, q.rwqePol)
-		addl++
+		if !q.lim.PadFragUncounted { // GEN_2 counts the pad slot
+			addl++
+		}
 	}
 	put64(w, 16, 0)
 	store64(w, 24, addl<<sqAddFragCntShift|uint64(q.rwqePol)<<sqValidShift)

@@ -231,7 +231,9 @@ func (q *QP) writeFragments(w []byte, sges []SGE, imm bool) uint64 {
 	}
 	if fragCnt != 0 && fragCnt%2 == 0 {
 		setFragment(w, off, nil, q.swqePol)
-		addl++
+		if !q.lim.PadFragUncounted { // GEN_2 counts the pad slot
+			addl++
+		}
 	}
 	return addl
 }
