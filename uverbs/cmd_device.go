@@ -135,10 +135,7 @@ func (s *Session) putDeviceAttr(b []byte, at driver.DeviceAttr) {
 	put32(b, 136, at.MaxMcastQPAttach)
 	put32(b, 140, at.MaxTotalMcastQPAttach)
 	put32(b, 144, at.MaxAH)
-	// max_fmr, max_map_per_fmr: 0
-	put32(b, 156, at.MaxSRQ)
-	put32(b, 160, at.MaxSRQWR)
-	put32(b, 164, at.MaxSRQSGE)
+	// max_fmr, max_map_per_fmr, max_srq, max_srq_wr, max_srq_sge: 0
 	put16(b, 168, at.MaxPKeys)
 	// local_ca_ack_delay: 0
 	put8(b, 171, at.PhysPortCnt)
@@ -182,9 +179,8 @@ func (s *Session) exQueryDevice(a *bundle) error {
 	resp := make([]byte, szExQueryDeviceResp)
 	s.putDeviceAttr(resp, at)
 	put32(resp, 180, a.responseLength(szExQueryDeviceResp))
-	// odp_caps, rss, tm, cq moderation, dm: 0 on irdma.
+	// odp_caps, hca_core_clock, rss, tm, cq moderation, dm: 0 on irdma.
 	put64(resp, 208, at.TimestampMask)
-	put64(resp, 216, at.HCACoreClock) // kHz; GEN_3 only
 	put64(resp, 224, at.DeviceCapFlags) // device_cap_flags_ex
 	a.respond(resp)
 	return nil
