@@ -63,7 +63,13 @@ func buildRdmaCore(t *testing.T) rdmaCore {
 	t.Logf("rdma-core.sh (%v):\n%s", time.Since(start).Round(time.Second), errb.String())
 	testenv.Check(t, err, "rdma-core 65 built by tests/conformance/rdma-core.sh: "+lastLine(errb.String()),
 		"needs the sid deb-src of deb.debian.org and the Debian packages cmake ninja-build cython3 python3-dev libnl-3-dev libnl-route-3-dev pkg-config")
-	dir := lastLine(out.String())
+	return readBuilt(t, lastLine(out.String()))
+}
+
+// readBuilt reads the BUILT stamp of the build directory rdma-core.sh
+// printed.
+func readBuilt(t *testing.T, dir string) rdmaCore {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "BUILT"))
 	if err != nil {
 		t.Fatalf("rdma-core.sh printed %q: %v", dir, err)
