@@ -18,10 +18,10 @@ import (
 // srqCreate are the fields of ib_uverbs_create_xsrq (CREATE_SRQ fills the
 // basic ones: uverbs_cmd.c:ib_uverbs_create_srq).
 type srqCreate struct {
-	userHandle                uint64
-	srqType, pd               uint32
-	maxWR, maxSGE, limit      uint32
-	maxTags, xrcd, cq         uint32
+	userHandle           uint64
+	srqType, pd          uint32
+	maxWR, maxSGE, limit uint32
+	maxTags, xrcd, cq    uint32
 }
 
 // createSRQ is ib_uverbs_create_srq: a basic SRQ.

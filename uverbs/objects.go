@@ -65,7 +65,7 @@ type qpObj struct {
 	pd         *pdObj
 	scq, rcq   *cqObj
 	srq        *srqObj // the SRQ its receives come from, if any
-	port       uint8 // qp->port: set by a modify with IB_QP_PORT
+	port       uint8   // qp->port: set by a modify with IB_QP_PORT
 	cap        driver.QPCap
 	mcast      []mcastEntry
 	async      eventCounter // events_reported
