@@ -169,12 +169,16 @@ func (d *Device) CreateCQ(attr CQAttr) (*CQ, error) {
 		if attr.CQE < 1 || uint32(attr.CQE) > d.maxCQE {
 			return fail(syscall.EINVAL)
 		}
-		n, err := uk.KernelCQSize(uk.LimitsFrom(d.prof), attr.CQE)
+		sizeRule := uk.KernelCQSize
+		if d.wideCQE() {
+			sizeRule = uk.KernelCQSizeWide
+		}
+		n, err := sizeRule(uk.LimitsFrom(d.prof), attr.CQE)
 		if err != nil || uint32(n) > 1<<21-1 {
 			return fail(syscall.EINVAL)
 		}
 		c.size = uint32(n)
-		rsize := roundUp(uint64(n)*cqeSize, 256)
+		rsize := roundUp(uint64(n)*d.cqeBytes(), 256)
 		if c.kmem, err = d.allocDMA(int(rsize), 256, fmt.Sprintf("cq-%d", id)); err != nil {
 			return fail(err)
 		}
@@ -182,11 +186,7 @@ func (d *Device) CreateCQ(attr CQAttr) (*CQ, error) {
 			return fail(err)
 		}
 		c.ringPA, c.shadowPA = c.kmem.pa, c.kshadow.pa
-		c.ukcq, err = uk.NewCQ(uk.CQConfig{
-			ID:     id,
-			Ring:   c.kmem.r.Bytes()[:n*cqeSize],
-			Shadow: c.kshadow.r.Bytes()[:shadowAreaSize],
-		})
+		c.ukcq, err = d.newUKCQ(id, c.kmem.r.Bytes()[:uint64(n)*d.cqeBytes()], c.kshadow.r.Bytes()[:shadowAreaSize])
 		if err != nil {
 			return fail(err)
 		}
@@ -215,6 +215,9 @@ func (c *CQ) wqeInfo(checkOverflow bool) cqWQEInfo {
 		CQID: c.id, Size: c.size, Ctx: c.ctx, ShadowThresh: c.thresh, PA: c.ringPA,
 		ShadowPA: c.shadowPA, CEQID: c.ceqID, CEQIDValid: true, CEQEMask: true,
 		CheckOverflow: checkOverflow, VSIIdx: c.d.cfg.VSINum,
+		// irdma_create_cq: avoid_mem_cflct = cqe_64byte_ena, for kernel and
+		// user CQs alike (GEN_3 IRDMA_FEATURE_64_BYTE_CQE).
+		AvoidMemCnfl: c.d.wideCQE(),
 	}
 	if c.virtual {
 		i.VirtualMap, i.LPBLSize, i.FirstPBLIdx, i.PA = true, 1, c.firstPBL, 0
@@ -331,7 +334,10 @@ func (d *Device) ResizeCQ(c *CQ, entries int, uc *UContext, userBuf uint64) erro
 		return syscall.EINVAL
 	}
 	if !c.user {
-		entries = (entries + 1) * 2
+		entries++
+		if !d.wideCQE() {
+			entries *= 2
+		}
 	}
 	newSize := uint32(max(entries, 4))
 	if newSize == c.size-1 {
@@ -356,7 +362,7 @@ func (d *Device) ResizeCQ(c *CQ, entries int, uc *UContext, userBuf uint64) erro
 		}
 	} else {
 		var err error
-		if kmem, err = d.allocDMA(int(roundUp(uint64(newSize)*cqeSize, 256)), 256, fmt.Sprintf("cq-%d-resize", c.id)); err != nil {
+		if kmem, err = d.allocDMA(int(roundUp(uint64(newSize)*d.cqeBytes(), 256)), 256, fmt.Sprintf("cq-%d-resize", c.id)); err != nil {
 			return err
 		}
 		info.PA = kmem.pa
@@ -372,7 +378,7 @@ func (d *Device) ResizeCQ(c *CQ, entries int, uc *UContext, userBuf uint64) erro
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.user {
-		ncq, err := uk.NewCQ(uk.CQConfig{ID: c.id, Ring: kmem.r.Bytes()[:newSize*cqeSize], Shadow: c.kshadow.r.Bytes()[:shadowAreaSize]})
+		ncq, err := d.newUKCQ(c.id, kmem.r.Bytes()[:uint64(newSize)*d.cqeBytes()], c.kshadow.r.Bytes()[:shadowAreaSize])
 		if err != nil {
 			d.freeDMA(&kmem)
 			return err
@@ -431,4 +437,16 @@ func (c *CQ) cleanQP(ctx uint64) {
 		b.ukcq.Clean(ctx)
 		b.ukcq.UnbindQP(ctx)
 	}
+}
+
+// wideCQE reports 64-byte CQEs (IRDMA_FEATURE_64_BYTE_CQE, GEN_3).
+func (d *Device) wideCQE() bool { return d.prof.Queues.CQESize == 64 }
+
+// cqeBytes is one CQ ring entry: struct irdma_cqe or irdma_extended_cqe.
+func (d *Device) cqeBytes() uint64 { return uint64(d.prof.Queues.CQESize) }
+
+// newUKCQ is irdma_uk_cq_init for a kernel ring of this profile.
+func (d *Device) newUKCQ(id uint32, ring, shadow []byte) (*uk.CQ, error) {
+	return uk.NewCQ(uk.CQConfig{ID: id, Ring: ring, Shadow: shadow, Wide: d.wideCQE(),
+		HWFlushPerWQE: d.prof.Queues.HWFlushPerWQE})
 }

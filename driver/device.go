@@ -117,8 +117,10 @@ func Open(hw HW, cfg Config) (*Device, error) {
 	if err := cfg.Profile.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", syscall.EINVAL, err)
 	}
-	if cfg.Profile.Gen != profile.Gen2 {
-		return nil, fmt.Errorf("%w: only GEN_2 is supported", syscall.EOPNOTSUPP)
+	// GEN_2 (E810) and the emulator's GEN_3 (E2100: profile.GEN3, whose
+	// host-context and register layouts stay GEN_2's).
+	if cfg.Profile.Gen != profile.Gen2 && cfg.Profile.Gen != profile.Gen3 {
+		return nil, fmt.Errorf("%w: only GEN_2 and GEN_3 are supported", syscall.EOPNOTSUPP)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = timing.NewWall()

@@ -224,6 +224,7 @@ func formatDevinfo(di daemon.DevInfo, verbose bool) string {
 	}
 	e := di.Emu
 	p("irdma-emu:\n")
+	p("\tprofile:\t\t\t%s\n", e.Profile)
 	p("\tnetdev:\t\t\t\t%s (ifindex %d, mtu %d)\n", e.Netdev, e.Ifindex, e.NetdevMTU)
 	p("\tmac:\t\t\t\t%s\n", e.MAC)
 	p("\ttransport_mode:\t\t\t%s\n", e.Transport)

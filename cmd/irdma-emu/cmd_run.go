@@ -113,6 +113,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Pcap, "pcap", "", "record every frame sent and received to `FILE` (pcapng if it ends in .pcapng, else pcap)")
 	fs.IntVar(&cfg.Engine.Workers, "workers", 0, "data-plane worker goroutines (default min(GOMAXPROCS, 4))")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on the orderly part of shutdown")
+	profName := fs.String("profile", "gen2", "device generation: gen2 (Intel E810, the default) or gen3 (Intel IPU E2100: SRQ, 64-byte CQEs; docs/hw-datapath.md \"Generations\")")
 	atomics := fs.Bool("atomics", false, "enable RDMA atomics (FETCH_ADD, CMP_SWAP): an E810 has them only when its firmware allows (FTN_FLAGS)")
 	fs.DurationVar(&cfg.Engine.Scan.MaxBackoff, "scan-max-backoff", 0, "longest sleep between polls of a doorbell page whose program cannot notify (an old preload or client), against CPU when idle (default 1ms; docs/dataplane.md)")
 	fs.DurationVar(&cfg.Engine.Scan.Poll, "poll-window", 0, "how long an idle worker keeps polling doorbells after its last work before it parks and programs must notify (default 0: park once a few yields found nothing; negative: not even those; docs/dataplane.md)")
@@ -152,8 +153,16 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if cfg.Engine.Scan.Poll < 0 {
 		cfg.Engine.Scan.Spin = -1 // no yields either: park as soon as a scan finds nothing
 	}
+	devProf, err := profile.ByName(*profName)
+	if err != nil {
+		fmt.Fprintf(stderr, "irdma-emu run: --profile: %v\n", err)
+		return exitUsage
+	}
 	if *atomics {
-		cfg.Profile = profile.GEN2().WithAtomics(true)
+		devProf = devProf.WithAtomics(true)
+	}
+	if *profName != "gen2" || *atomics {
+		cfg.Profile = devProf
 	}
 	if cfg.Engine.Workers < 0 || cfg.Engine.Workers > 256 {
 		fmt.Fprintf(stderr, "irdma-emu run: --workers %d out of range 0..256\n", cfg.Engine.Workers)

@@ -126,6 +126,9 @@ func formatStats(s daemon.Stats, prev *daemon.Stats, oneQP bool) string {
 	pt := s.Port
 	p("%s port 1: %s, transport %s, up %s\n", s.Device, pt.State, pt.Transport,
 		(time.Duration(s.Uptime * float64(time.Second))).Round(time.Second))
+	if s.Profile != "" {
+		p("profile: %s\n", s.Profile)
+	}
 	if prev != nil {
 		dt := s.Time.Sub(prev.Time).Seconds()
 		if dt > 0 {

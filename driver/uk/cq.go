@@ -90,11 +90,20 @@ type CQPollInfo struct {
 // CQConfig describes a kernel CQ's memory (irdma_cq_uk_init_info).
 type CQConfig struct {
 	ID uint32
-	// Ring holds size 32-byte CQEs (see KernelCQSize).
+	// Ring holds size 32-byte CQEs, or 64-byte ones with Wide (see
+	// KernelCQSize).
 	Ring []byte
 	// Shadow is the CQ shadow area: qword0 the head software reports,
 	// qword4 the arm word.
 	Shadow []byte
+	// Wide: 64-byte CQEs with the extension in bytes 32–63 of the same
+	// entry (GEN_3 IRDMA_FEATURE_64_BYTE_CQE; CREATE_CQ AVOIDMEMCNFLCT;
+	// irdma_cq_uk avoid_mem_cflct).
+	Wide bool
+	// HWFlushPerWQE: the hardware writes one flush CQE per WQE (GEN_3), so
+	// the head is never parked on a flush CQE (uk.c: parking is for
+	// hw_rev ≤ GEN_2).
+	HWFlushPerWQE bool
 }
 
 // CQ is the uk CQ consumer (irdma_cq_uk), GEN_2: 32-byte CQEs, the
@@ -106,16 +115,24 @@ type CQ struct {
 	ring     ring
 	polarity uint8
 	qps      map[uint64]*QP
+	entry    uint32 // CQESize or 2·CQESize (Wide)
+	wide     bool
+	hwFlush  bool
 }
 
 // NewCQ is irdma_uk_cq_init: head 0, polarity 1 (hardware writes VALID=1
 // on the first lap).
 func NewCQ(cfg CQConfig) (*CQ, error) {
-	n := len(cfg.Ring) / CQESize
-	if len(cfg.Ring)%CQESize != 0 || n < 4 || len(cfg.Shadow) < ShadowAreaSize {
+	entry := CQESize
+	if cfg.Wide {
+		entry = 2 * CQESize
+	}
+	n := len(cfg.Ring) / entry
+	if len(cfg.Ring)%entry != 0 || n < 4 || len(cfg.Shadow) < ShadowAreaSize {
 		return nil, fmt.Errorf("uk: CQ ring of %d bytes or shadow of %d: %w", len(cfg.Ring), len(cfg.Shadow), ErrInvalid)
 	}
-	return &CQ{id: cfg.ID, buf: cfg.Ring, shadow: cfg.Shadow, ring: ring{size: uint32(n)}, polarity: 1, qps: map[uint64]*QP{}}, nil
+	return &CQ{id: cfg.ID, buf: cfg.Ring, shadow: cfg.Shadow, ring: ring{size: uint32(n)}, polarity: 1, qps: map[uint64]*QP{},
+		entry: uint32(entry), wide: cfg.Wide, hwFlush: cfg.HWFlushPerWQE}, nil
 }
 
 // ID is the CQ number: the arm doorbell value.
@@ -139,7 +156,10 @@ func (c *CQ) BindQP(ctx uint64, q *QP) { c.qps[ctx] = q }
 // context then poll as ErrQPDestroyed (irdma's destroy_pending).
 func (c *CQ) UnbindQP(ctx uint64) { delete(c.qps, ctx) }
 
-func (c *CQ) cqe(i uint32) CQE { return CQE(c.buf[i*CQESize : (i+1)*CQESize]) }
+func (c *CQ) cqe(i uint32) CQE { return CQE(c.buf[i*c.entry : i*c.entry+CQESize]) }
+
+// extCQE is the extension of the CQE at i: bytes 32–63 of a wide entry.
+func (c *CQ) extCQE(i uint32) CQE { return CQE(c.buf[i*c.entry+CQESize : (i+1)*c.entry]) }
 
 // Empty reports whether no valid CQE waits at the head (irdma_cq_empty).
 func (c *CQ) Empty() bool {
@@ -186,14 +206,22 @@ func (c *CQ) PollCmpl(info *CQPollInfo) error {
 		return ErrCQEmpty
 	}
 	ext := qword3>>cqeExtBit&1 == 1
+	isSRQ := qword3>>cqeSRQBit&1 == 1
+	var x CQE
 	if ext {
-		peek := (c.ring.head.Load() + 1) % c.ring.size
-		x := c.cqe(peek)
-		qword7 := x.Qword3()
-		pol := uint8(qword7 >> cqeValidBit)
-		if peek == 0 {
-			pol ^= 1
+		var pol uint8
+		if c.wide {
+			x = c.extCQE(c.ring.head.Load())
+			pol = uint8(x.Qword3() >> cqeValidBit)
+		} else {
+			peek := (c.ring.head.Load() + 1) % c.ring.size
+			x = c.cqe(peek)
+			pol = uint8(x.Qword3() >> cqeValidBit)
+			if peek == 0 {
+				pol ^= 1
+			}
 		}
+		qword7 := x.Qword3()
 		if pol != c.polarity {
 			return ErrCQEmpty
 		}
@@ -216,6 +244,11 @@ func (c *CQ) PollCmpl(info *CQPollInfo) error {
 	info.PushDropped = qword3>>cqePushDropBit&1 == 1
 	info.IPv4 = qword3>>cqeSTagBit&1 == 1
 	info.QPCtx = e.QPCtx()
+	if isSRQ && c.wide {
+		// An SRQ CQE carries the WQE's wr_id in qword1 and the QP's
+		// completion context in qword5 (uk.c reads byte 40).
+		info.QPCtx = c.extCQE(c.ring.head.Load()).Qword(1)
+	}
 	q := c.qps[info.QPCtx]
 	if info.Error {
 		info.MajorErr = uint16(qword3 >> cqeMajErrShift)
@@ -252,20 +285,35 @@ func (c *CQ) PollCmpl(info *CQPollInfo) error {
 		info.QP = q
 		info.WQEIdx = uint32(qword3 >> cqeWQEIdxShift & cqeWQEIdxMask)
 		info.OpType = uint8(qword3 >> cqeOpShift & cqeOpMask)
-		if info.IsSQ {
+		switch {
+		case info.IsSQ:
 			pring, err = c.pollSQ(q, info)
-		} else {
+		case isSRQ && q.srq != nil:
+			// uk.c: wr_id from qword1, length, invalidated STag; the SRQ
+			// ring's tail moves by one.
+			info.WrID = e.QPCtx()
+			info.BytesXfered = e.PayloadLen()
+			if qword3>>cqeSTagBit&1 == 1 {
+				info.StagInvalidSet = true
+				info.InvSTag = e.InvSTag()
+			}
+			q.srq.retire()
+		default:
 			pring, err = c.pollRQ(q, info, e, qword3, &moveHead)
 		}
 	}
 
-	// GEN_2 parks the head on a flush CQE while its queue has more work.
+	// GEN_2 parks the head on a flush CQE while its queue has more work;
+	// GEN_3 hardware writes one flush CQE per WQE.
 	if err == nil && info.CompStatus == CompFlushed && pring != nil && pring.moreWork() {
-		moveHead = false
+		moveHead = c.hwFlush
+	}
+	if !moveHead && pring != nil && c.hwFlush {
+		moveHead = true
 	}
 	if moveHead {
 		c.advance()
-		if ext {
+		if ext && !c.wide {
 			c.advance()
 		}
 		store64(c.shadow, 0, uint64(c.ring.head.Load())&cqShadowHeadMask)
@@ -393,6 +441,20 @@ func KernelCQSize(lim Limits, cqe int) (int, error) {
 	}
 	n := (cqe + 2) * 2
 	if n*CQESize == 4096 {
+		n += 2
+	}
+	return max(n, 4), nil
+}
+
+// KernelCQSizeWide is the GEN_3 counterpart for 64-byte CQEs: the
+// extension lives in the entry, so irdma_create_cq skips the doubling
+// (cqe_64byte_ena); the one-page rule stays.
+func KernelCQSizeWide(lim Limits, cqe int) (int, error) {
+	if cqe < lim.MinCQSize || cqe > lim.MaxCQSize {
+		return 0, ErrInvalid
+	}
+	n := cqe + 2
+	if n*2*CQESize == 4096 {
 		n += 2
 	}
 	return max(n, 4), nil

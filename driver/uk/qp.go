@@ -98,6 +98,10 @@ type QPConfig struct {
 	MaxInlineData int
 	// SignalAll is IB_SIGNAL_ALL_WR.
 	SignalAll bool
+	// SRQ is the shared receive queue the QP takes its receives from
+	// (irdma_qp_uk_init_info srq_uk; GEN_3): its SRQ CQEs retire the SRQ's
+	// WQEs, and PostReceive on the QP is refused.
+	SRQ *SRQ
 }
 
 // QP is the uk QP: SQ and RQ producer state (irdma_qp_uk).
@@ -123,6 +127,7 @@ type QP struct {
 	maxRQFrag int
 	maxInline int
 	sigAll    bool
+	srq       *SRQ
 }
 
 // NewQP sets up a QP over the given rings, as irdma_uk_qp_init does for
@@ -179,6 +184,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 		maxRQFrag: cfg.MaxRQFragCnt,
 		maxInline: cfg.MaxInlineData,
 		sigAll:    cfg.SignalAll,
+		srq:       cfg.SRQ,
 	}, nil
 }
 

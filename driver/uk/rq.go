@@ -16,7 +16,7 @@ type RecvWR struct {
 // the caller's array held; we write an empty slot (VALID only) instead,
 // which the hardware reads the same way as the 0-length receive it is.
 func (q *QP) PostReceive(wrID uint64, sges []SGE) error {
-	if len(sges) > q.maxRQFrag {
+	if q.srq != nil || len(sges) > q.maxRQFrag {
 		return ErrInvalid
 	}
 	if q.rq.full() {

@@ -124,15 +124,9 @@ func GEN2() Profile {
 	}
 }
 
-// GEN_3 (Intel IPU, ig3rdma) will be a second constructor, GEN3(), not
-// conditionals in the model. From ig3rdma_hw.c:ig3rdma_init_hw and the GEN_3
-// paths of verbs.c/ctrl.c (docs/hw-datapath.md "Generations", "GEN_2
-// capabilities"), it changes: hw_rev 3; feature flags RTS_AE | CQ_RESIZE |
-// 64_BYTE_CQE | SRQ | CQE_TIMESTAMPING (+ ATOMIC_OPS from firmware); 14 SGEs;
-// 216 bytes inline; min WQ size 16; max_hw_srq_quanta 262144; 64-byte CQEs
-// with the extension in bytes 32–63; no pad fragment in ADDFRAGCNT; one
-// hardware flush CQE per WQE; IRD/ORD 2048 (upstream) or 64 (patch v4); push
-// pages 8192; CQ ids extended by CQID_HIGH [52:50]; CQP HW major 2; timestamp
-// mask 32 bits at 1 GHz; and a register layout obtained from the control
-// plane over virtchnl instead of fixed offsets, so Regs will come from the
-// device's configuration rather than a constant.
+// GEN3 (gen3.go) is the second constructor; from ig3rdma_hw.c:ig3rdma_init_hw
+// and the GEN_3 paths of verbs.c/ctrl.c (docs/hw-datapath.md "Generations")
+// it changes hw_rev, the feature flags (64_BYTE_CQE | SRQ | CQE_TIMESTAMPING),
+// SGEs 14, inline 216, min WQ size 16, max_hw_srq_quanta 262144, 64-byte
+// CQEs, the uncounted pad fragment, per-WQE hardware flush, IRD/ORD 64,
+// push pages 8192, the 32-bit timestamp and CQP HW major 2.

@@ -6,8 +6,8 @@
 // The device model and the driver half read these values instead of
 // testing the generation, so GEN_3 becomes a second value rather than
 // conditionals through the model ("emu/profile" in docs/architecture.md).
-// GEN2 returns the default (E810); see the GEN_3 note in gen2.go for what a
-// GEN3 value will change.
+// GEN2 returns the default (E810), GEN3 the Intel IPU E2100; ByName picks
+// one by its command-line name.
 //
 // Every value cites its source, the driver symbol; docs/hw-datapath.md
 // ("Generations", "GEN_2 capabilities") and docs/hw-controlpath.md ("GEN_2
@@ -28,7 +28,7 @@ type Generation uint8
 const (
 	Gen1 Generation = 1 // X722, i40iw: iWARP only
 	Gen2 Generation = 2 // E810, icrdma: iWARP or RoCEv2
-	Gen3 Generation = 3 // Intel IPU, ig3rdma (not modelled yet)
+	Gen3 Generation = 3 // Intel IPU E2100, ig3rdma (GEN3)
 )
 
 func (g Generation) String() string {
@@ -123,6 +123,11 @@ type Limits struct {
 	DeviceCapFlags        uint64 // device_cap_flags for RoCE (Device*)
 	PushPages             uint32 // max_hw_device_pages; the emulator declines push pages anyway
 	StatsInstances        uint32 // max_stat_inst (ICRDMA_MAX_STATS_COUNT)
+	// SRQs (GEN_3; all 0 without SRQ): the SRQ id space (the HMC SRQ
+	// object count), max_srq_wr and max_srq_sge of irdma_query_device.
+	MaxSRQs   uint32
+	MaxSRQWR  uint32
+	MaxSRQSGE uint32
 }
 
 // Queues are the sizes and geometry of the rings the device reads and
@@ -235,6 +240,13 @@ func (p *Profile) Validate() error {
 	check(p.Atomics == (p.UK.FeatureFlags&FeatureAtomicOps != 0), "Atomics %v disagrees with feature flag ATOMIC_OPS", p.Atomics)
 	check(p.SRQ == (p.UK.FeatureFlags&FeatureSRQ != 0), "SRQ %v disagrees with feature flag SRQ", p.SRQ)
 	check(p.SRQ == (p.UK.MaxHWSRQQuanta != 0), "SRQ %v disagrees with MaxHWSRQQuanta %d", p.SRQ, p.UK.MaxHWSRQQuanta)
+	check(p.SRQ == (p.Limits.MaxSRQs != 0), "SRQ %v disagrees with MaxSRQs %d", p.SRQ, p.Limits.MaxSRQs)
+	if p.SRQ {
+		check(p.Limits.MaxSRQWR == (p.UK.MaxHWSRQQuanta-1)/p.UK.MaxHWSQChunk, "MaxSRQWR %d != (MaxHWSRQQuanta − 1) / MaxHWSQChunk", p.Limits.MaxSRQWR)
+		check(p.Limits.MaxSRQSGE == p.UK.MaxHWWQFrags, "MaxSRQSGE %d != MaxHWWQFrags", p.Limits.MaxSRQSGE)
+	}
+	check(p.Queues.PadFragCounted == (p.Gen <= Gen2), "PadFragCounted %v on %v", p.Queues.PadFragCounted, p.Gen)
+	check(p.Queues.HWFlushPerWQE == (p.Gen >= Gen3), "HWFlushPerWQE %v on %v", p.Queues.HWFlushPerWQE, p.Gen)
 	check((p.Queues.CQESize == 64) == (p.UK.FeatureFlags&Feature64ByteCQE != 0), "CQESize %d disagrees with feature flag 64_BYTE_CQE", p.Queues.CQESize)
 	check(p.Queues.CQEExtNextSlot == (p.Queues.CQESize == 32), "CQEExtNextSlot %v with CQESize %d", p.Queues.CQEExtNextSlot, p.Queues.CQESize)
 	if p.UK.MaxHWSQChunk != 0 {
@@ -247,4 +259,16 @@ func (p *Profile) Validate() error {
 	check(p.Limits.MaxCQE+1 == p.UK.MaxHWCQSize, "MaxCQE %d != MaxHWCQSize − 1", p.Limits.MaxCQE)
 	check(p.Limits.MaxCQID <= 1<<p.Fields.CQID.Width || p.Gen >= Gen3, "CQ ids exceed the CQID field")
 	return errors.Join(errs...)
+}
+
+// ByName returns the profile a command line names: "gen2" (E810, the
+// default) or "gen3" (E2100).
+func ByName(name string) (Profile, error) {
+	switch name {
+	case "", "gen2", "GEN_2", "e810":
+		return GEN2(), nil
+	case "gen3", "GEN_3", "e2100":
+		return GEN3(), nil
+	}
+	return Profile{}, fmt.Errorf("profile %q: want gen2 or gen3", name)
 }

@@ -160,3 +160,91 @@ func TestGEN2Independent(t *testing.T) {
 		t.Error("GEN2 values share state between calls")
 	}
 }
+
+// TestGEN3 pins the E2100 values (ig3rdma_hw.c ig3rdma_init_hw,
+// ig3rdma_hw.h ig3rdma_device_caps_const, defs.h IRDMA_SRQ_MAX_QUANTA) and
+// that GEN3 leaves what it does not change at GEN_2's values.
+func TestGEN3(t *testing.T) {
+	p := profile.GEN3()
+	if err := p.Validate(); err != nil {
+		t.Fatalf("GEN3 does not validate: %v", err)
+	}
+	wantUK := profile.UKAttrs{
+		HWRev:          3,
+		FeatureFlags:   0x1 | 0x2 | 0x20 | 0x80 | 0x100,
+		MaxHWWQFrags:   14,
+		MaxHWReadSGEs:  14,
+		MaxHWInline:    216,
+		MaxHWRQQuanta:  32768,
+		MaxHWWQQuanta:  32768,
+		MinHWCQSize:    1,
+		MaxHWCQSize:    1048575,
+		MaxHWSQChunk:   8,
+		MinHWWQSize:    16,
+		MaxHWSRQQuanta: 262144,
+	}
+	if diff := cmp.Diff(wantUK, p.UK); diff != "" {
+		t.Errorf("uk_attrs (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want uint64
+	}{
+		{"vendor_part_id", uint64(p.Identity.DeviceID), 0x1452},
+		{"IRD", uint64(p.Limits.MaxIRD), 64},
+		{"ORD", uint64(p.Limits.MaxORD), 64},
+		{"max_sge", uint64(p.Limits.MaxSGE), 14},
+		{"max_inline", uint64(p.Limits.MaxInline), 216},
+		{"max_srq_wr", uint64(p.Limits.MaxSRQWR), 32767},
+		{"max_srq_sge", uint64(p.Limits.MaxSRQSGE), 14},
+		{"timestamp_mask", p.Limits.TimestampMask, 0xffffffff},
+		{"push pages", uint64(p.Limits.PushPages), 8192},
+		{"CQE size", uint64(p.Queues.CQESize), 64},
+		{"CQP HW major", uint64(p.Queues.CQPHWMajorVer), 2},
+		{"max_qp_wr", uint64(p.Limits.MaxQPWR), 4063},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %#x, want %#x", tc.name, tc.got, tc.want)
+		}
+	}
+	if !p.SRQ || p.Atomics || p.Gen != profile.Gen3 || p.Gen.String() != "GEN_3" ||
+		p.Queues.CQEExtNextSlot || p.Queues.PadFragCounted || !p.Queues.HWFlushPerWQE {
+		t.Errorf("SRQ %v Atomics %v Gen %v queues %+v", p.SRQ, p.Atomics, p.Gen, p.Queues)
+	}
+	if a := p.WithAtomics(true); a.Validate() != nil || a.UK.FeatureFlags&profile.FeatureAtomicOps == 0 {
+		t.Errorf("GEN3 with atomics: %v", a.Validate())
+	}
+	// Unchanged from GEN_2.
+	g2 := profile.GEN2()
+	if p.Limits.MaxQPID != g2.Limits.MaxQPID || p.Limits.MaxCQE != g2.Limits.MaxCQE || p.Regs != g2.Regs || p.Fields != g2.Fields {
+		t.Error("GEN3 changed a value it should keep from GEN_2")
+	}
+	for name, want := range map[string]profile.Generation{"": 2, "gen2": 2, "gen3": 3} {
+		got, err := profile.ByName(name)
+		if err != nil || got.Gen != want {
+			t.Errorf("ByName(%q) = %v, %v", name, got.Gen, err)
+		}
+	}
+	if _, err := profile.ByName("gen4"); err == nil {
+		t.Error("ByName(gen4) accepted")
+	}
+}
+
+// TestValidateRejectsGEN3Mismatch: the checks that tie GEN_3's new values
+// together fire.
+func TestValidateRejectsGEN3Mismatch(t *testing.T) {
+	for name, mut := range map[string]func(*profile.Profile){
+		"SRQ without MaxSRQs":     func(p *profile.Profile) { p.Limits.MaxSRQs = 0 },
+		"SRQ WR":                  func(p *profile.Profile) { p.Limits.MaxSRQWR++ },
+		"pad counted on GEN_3":    func(p *profile.Profile) { p.Queues.PadFragCounted = true },
+		"GEN_2 flush on GEN_3":    func(p *profile.Profile) { p.Queues.HWFlushPerWQE = false },
+		"32-byte CQE on GEN_3":    func(p *profile.Profile) { p.Queues.CQESize = 32 },
+		"SRQ flag without quanta": func(p *profile.Profile) { p.UK.MaxHWSRQQuanta = 0 },
+	} {
+		p := profile.GEN3()
+		mut(&p)
+		if p.Validate() == nil {
+			t.Errorf("%s: Validate accepted", name)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/irdma-emu/irdma-emu/driver"
 	"github.com/irdma-emu/irdma-emu/emu/link/udp"
+	"github.com/irdma-emu/irdma-emu/emu/profile"
 	"github.com/irdma-emu/irdma-emu/internal/netport"
 )
 
@@ -93,6 +94,7 @@ type DevInfoGID struct {
 // EmuInfo are the emulator's own lines: where the port sits, how the link
 // meets the kernel, what it verifies, and the daemon's files.
 type EmuInfo struct {
+	Profile    string   `json:"profile"` // the device generation: "E810 (GEN_2)" or "E2100 (GEN_3)"
 	Netdev     string   `json:"netdev"`
 	Ifindex    int      `json:"ifindex"`
 	MAC        string   `json:"mac"`
@@ -156,8 +158,10 @@ func (d *Daemon) DevInfo() (DevInfo, error) {
 		p.GIDs = append(p.GIDs, DevInfoGID{Index: i, GID: netport.GID(g.GID).String(), Type: gidTypeName(g.Type)})
 	}
 	di.Ports = []DevInfoPort{p}
+	prof := d.dev.Profile()
 	di.Emu = EmuInfo{
-		Netdev: info.Name, Ifindex: info.Ifindex, MAC: net.HardwareAddr(info.MAC[:]).String(), NetdevMTU: info.MTU,
+		Profile: ProfileName(prof),
+		Netdev:  info.Name, Ifindex: info.Ifindex, MAC: net.HardwareAddr(info.MAC[:]).String(), NetdevMTU: info.MTU,
 		LinkMTU:    d.link.MTU(),
 		Transport:  d.link.Mode().String(),
 		ICRC:       ICRCMatrix(d.link.Mode()),
@@ -174,6 +178,9 @@ func (d *Daemon) DevInfo() (DevInfo, error) {
 	}
 	return di, nil
 }
+
+// ProfileName is how devinfo and stats name the device's generation.
+func ProfileName(p profile.Profile) string { return fmt.Sprintf("%s (%v)", p.Name, p.Gen) }
 
 // guidString is ibv_devinfo's GUID format: four groups of 16 bits.
 func guidString(b [8]byte) string {

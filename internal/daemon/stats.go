@@ -18,10 +18,11 @@ import (
 // cycles per stage, and per-QP counters. docs/daemon.md says what each
 // field counts. The JSON form is the control socket's `stats` result.
 type Stats struct {
-	Device string    `json:"device"`
-	Time   time.Time `json:"time"`
-	Uptime float64   `json:"uptime_s"`
-	Port   PortStats `json:"port"`
+	Device  string    `json:"device"`
+	Profile string    `json:"profile"` // ProfileName: "E810 (GEN_2)" or "E2100 (GEN_3)"
+	Time    time.Time `json:"time"`
+	Uptime  float64   `json:"uptime_s"`
+	Port    PortStats `json:"port"`
 	// Cycles are the modelled device cycles per pipeline stage (the
 	// device's Meter), with the time they represent at the model's clock.
 	Cycles CycleStats `json:"cycles"`
@@ -233,7 +234,7 @@ type QPStats struct {
 // error if it has no data-plane transport).
 func (d *Daemon) Stats(qpn int64) (Stats, error) {
 	now := time.Now()
-	s := Stats{Device: d.cfg.Name, Time: now, Uptime: now.Sub(d.start).Seconds()}
+	s := Stats{Device: d.cfg.Name, Profile: ProfileName(d.dev.Profile()), Time: now, Uptime: now.Sub(d.start).Seconds()}
 	es := d.eng.Stats()
 	p := &s.Port
 	p.State = d.portState().String()
