@@ -260,6 +260,13 @@ func (d *Device) initHWRsrc() {
 	d.ahIDs = newIDBitmap(d.maxAH)
 	d.mcgIDs = newIDBitmap(d.maxMCG)
 	d.arpIDs = newIDBitmap(min(d.arpSize, 4096)) // MAT_ARPENTRYIDX is 12 bits
+	if d.prof.SRQ {
+		// GEN_3: the SRQ id space (the emulator's MaxSRQs stands for the
+		// HMC SRQ count); id 0 stays unused, as QP and CQ 0 do (our choice
+		// for hw_attrs.min_hw_srq_id).
+		d.srqIDs = newIDBitmap(d.prof.Limits.MaxSRQs)
+		d.srqIDs.reserve(0)
+	}
 	for _, b := range []*idBitmap{d.mrIDs, d.qpIDs, d.cqIDs, d.pdIDs, d.arpIDs, d.ahIDs, d.mcgIDs} {
 		b.reserve(0)
 	}

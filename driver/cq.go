@@ -144,15 +144,15 @@ func (d *Device) CreateCQ(attr CQAttr) (*CQ, error) {
 		if uc == nil || uc.d != d {
 			return fail(syscall.EINVAL)
 		}
-		mr := uc.getPBL(attr.User.CQBuf, true)
+		mr := uc.getPBL(attr.User.CQBuf, MemRegCQ)
 		if mr == nil {
 			return fail(syscall.EPROTO)
 		}
 		c.umr = mr
 		// IRDMA_FEATURE_CQ_RESIZE: the shadow area is its own registration.
-		sh := uc.getPBL(attr.User.ShadowArea, true)
+		sh := uc.getPBL(attr.User.ShadowArea, MemRegCQ)
 		if sh == nil {
-			uc.addPBL(mr, true)
+			uc.addPBL(mr, MemRegCQ)
 			c.umr = nil
 			return fail(syscall.EPROTO)
 		}
@@ -352,7 +352,7 @@ func (d *Device) ResizeCQ(c *CQ, entries int, uc *UContext, userBuf uint64) erro
 		if uc == nil {
 			return syscall.EINVAL
 		}
-		if mr = uc.getPBL(userBuf, true); mr == nil {
+		if mr = uc.getPBL(userBuf, MemRegCQ); mr == nil {
 			return syscall.ENOMEM
 		}
 		if mr.pblAllocated {
@@ -371,7 +371,7 @@ func (d *Device) ResizeCQ(c *CQ, entries int, uc *UContext, userBuf uint64) erro
 		if !c.user {
 			d.freeDMA(&kmem)
 		} else {
-			uc.addPBL(mr, true)
+			uc.addPBL(mr, MemRegCQ)
 		}
 		return err
 	}

@@ -10,6 +10,9 @@ const (
 	cqpOpCreateCQ           uint8 = 0x03
 	cqpOpModifyCQ           uint8 = 0x04
 	cqpOpDestroyCQ          uint8 = 0x05
+	cqpOpCreateSRQ          uint8 = 0x06 // GEN_3
+	cqpOpModifySRQ          uint8 = 0x07
+	cqpOpDestroySRQ         uint8 = 0x08
 	cqpOpAllocSTag          uint8 = 0x09
 	cqpOpRegMR              uint8 = 0x0a
 	cqpOpDeallocSTag        uint8 = 0x0d
@@ -214,6 +217,8 @@ const (
 	aeLLPDoubtReachability    uint16 = 0x050c
 	aeLLPTooManyRNRs          uint16 = 0x050f
 	aeResourceExhaustion      uint16 = 0x0520
+	aeSRQLimit                uint16 = 0x0209 // IRDMA_AE_SRQ_LIMIT (GEN_3)
+	aeSRQCatastrophic         uint16 = 0x020f // IRDMA_AE_SRQ_CATASTROPHIC_ERROR (GEN_3)
 	aeResetNotSent            uint16 = 0x0603
 	aeLCEQPCatastrophic       uint16 = 0x0700
 	aeLCEFunctionCatastrophic uint16 = 0x0701

@@ -66,10 +66,12 @@ type Device struct {
 	maxCQE                                             uint32
 	mrStagMask                                         uint32
 	qpIDs, cqIDs, mrIDs, pdIDs, ahIDs, mcgIDs, arpIDs  *idBitmap
+	srqIDs                                             *idBitmap // GEN_3 only
 
-	tblMu   sync.RWMutex
-	qpTable map[uint32]*QP
-	cqTable map[uint32]*CQ
+	tblMu    sync.RWMutex
+	qpTable  map[uint32]*QP
+	cqTable  map[uint32]*CQ
+	srqTable map[uint32]*SRQ
 
 	arpMu sync.Mutex
 	arp   map[arpKey]*arpEntry
@@ -153,6 +155,7 @@ func Open(hw HW, cfg Config) (*Device, error) {
 		dmaRegions: map[*hostmem.Region]struct{}{},
 		qpTable:    map[uint32]*QP{},
 		cqTable:    map[uint32]*CQ{},
+		srqTable:   map[uint32]*SRQ{},
 		arp:        map[arpKey]*arpEntry{},
 		ahHash:     map[ahKey]*AH{},
 		stop:       make(chan struct{}),

@@ -453,6 +453,12 @@ func (d *Device) allocPushPage(q *QP) {
 // handleAE dispatches one asynchronous event as hw.c:irdma_process_aeq
 // does for RoCE.
 func (d *Device) handleAE(info *aeInfo) {
+	if info.AECode == aeSRQLimit {
+		// hw.c:irdma_process_aeq: the SRQ from the AE's context, then
+		// irdma_srq_event.
+		d.srqEvent(info.ComplCtx, info.AECode)
+		return
+	}
 	var q *QP
 	if info.QP {
 		d.tblMu.RLock()
@@ -502,6 +508,9 @@ func (d *Device) handleAE(info *aeInfo) {
 		}
 		return
 	case aeResetNotSent, aeLLPDoubtReachability, aeResourceExhaustion:
+		return
+	case aeSRQCatastrophic:
+		// hw.c:irdma_process_aeq does nothing for it (GEN_3).
 		return
 	case aePrivOperationDenied, aeSTagZeroInvalid, aeIBRReqAndQ1Full, 0x0304, aeDDPUBEInvalidMO, 0x0307, 0x0308,
 		0x0311, 0x0312, 0x0313, 0x0314, aeInvalidARPEntry, 0x0402, aeStaleARPEntry, aeLLPReceivedMPACRCError,

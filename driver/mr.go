@@ -232,7 +232,7 @@ func (d *Device) RegUserMR(pd *PD, uc *UContext, start, length, virt uint64, acc
 		if err := d.handleQMem(m, reg, reg.SQPages+reg.RQPages > 2); err != nil {
 			return nil, err
 		}
-		uc.addPBL(m, false)
+		uc.addPBL(m, MemRegQP)
 	case MemRegCQ:
 		if uc == nil {
 			return nil, syscall.EINVAL
@@ -244,7 +244,20 @@ func (d *Device) RegUserMR(pd *PD, uc *UContext, start, length, virt uint64, acc
 		if err := d.handleQMem(m, reg, reg.CQPages > 1); err != nil {
 			return nil, err
 		}
-		uc.addPBL(m, true)
+		uc.addPBL(m, MemRegCQ)
+	case MemRegSRQ:
+		// verbs.c:irdma_reg_user_mr_type_srq: the ring pages (rq_pages)
+		// then the shadow page; GEN_3 only.
+		if uc == nil || d.srqIDs == nil {
+			return nil, syscall.EINVAL
+		}
+		if uint64(reg.RQPages)+1 > uint64(m.pageCnt) {
+			return nil, syscall.EINVAL
+		}
+		if err := d.handleQMem(m, reg, m.pageCnt != 1); err != nil {
+			return nil, err
+		}
+		uc.addPBL(m, MemRegSRQ)
 	case MemRegMem:
 		if err := d.regUserMRTypeMem(m, access); err != nil {
 			return nil, err
@@ -280,6 +293,16 @@ func (d *Device) handleQMem(m *MR, reg MemReg, usePBLEs bool) error {
 		} else {
 			m.qAddr = arr[0]
 			m.rqAddr = arr[reg.SQPages]
+		}
+	case MemRegSRQ:
+		m.shadow = arr[reg.RQPages]
+		if usePBLEs {
+			contiguous = checkMemContiguous(arr[:reg.RQPages], m.pageSize)
+		}
+		if contiguous {
+			m.qAddr = arr[0]
+		} else {
+			m.sqPBLIdx = m.palloc.l1.idx
 		}
 	case MemRegCQ:
 		if usePBLEs {

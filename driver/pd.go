@@ -81,6 +81,7 @@ type UContext struct {
 	mu     sync.Mutex // cq_reg_mem_list_lock, qp_reg_mem_list_lock
 	qpMem  []*MR
 	cqMem  []*MR
+	srqMem []*MR // GEN_3: srq_reg_mem_list
 	dead   bool
 }
 
@@ -150,15 +151,12 @@ func (d *Device) DeallocUContext(u *UContext) error {
 	return nil
 }
 
-// getPBL is verbs.c:irdma_get_pbl: take the registration whose user base
-// is va off the list.
-func (u *UContext) getPBL(va uint64, cq bool) *MR {
+// getPBL is verbs.c:irdma_get_pbl: take the registration of type t
+// (QP, CQ or SRQ) whose user base is va off its list.
+func (u *UContext) getPBL(va uint64, t MemRegType) *MR {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	list := &u.qpMem
-	if cq {
-		list = &u.cqMem
-	}
+	list := u.memList(t)
 	for i, m := range *list {
 		if m.userBase == va {
 			*list = append((*list)[:i], (*list)[i+1:]...)
@@ -169,14 +167,25 @@ func (u *UContext) getPBL(va uint64, cq bool) *MR {
 	return nil
 }
 
-func (u *UContext) addPBL(m *MR, cq bool) {
+// getSRQPBL is getPBL on the SRQ list (ucontext->srq_reg_mem_list).
+func (u *UContext) getSRQPBL(va uint64) *MR { return u.getPBL(va, MemRegSRQ) }
+
+// memList is the registration list of type t (u.mu held).
+func (u *UContext) memList(t MemRegType) *[]*MR {
+	switch t {
+	case MemRegCQ:
+		return &u.cqMem
+	case MemRegSRQ:
+		return &u.srqMem
+	}
+	return &u.qpMem
+}
+
+func (u *UContext) addPBL(m *MR, t MemRegType) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if cq {
-		u.cqMem = append(u.cqMem, m)
-	} else {
-		u.qpMem = append(u.qpMem, m)
-	}
+	l := u.memList(t)
+	*l = append(*l, m)
 	m.onList = true
 }
 
@@ -184,7 +193,7 @@ func (u *UContext) addPBL(m *MR, cq bool) {
 func (u *UContext) delMemlist(m *MR) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for _, list := range []*[]*MR{&u.qpMem, &u.cqMem} {
+	for _, list := range []*[]*MR{&u.qpMem, &u.cqMem, &u.srqMem} {
 		for i, x := range *list {
 			if x == m {
 				*list = append((*list)[:i], (*list)[i+1:]...)

@@ -116,6 +116,7 @@ type QP struct {
 	cap      QPCap
 	sigAll   bool
 	ukqp     *uk.QP
+	srq      *SRQ // GEN_3: the receives come from it
 
 	mu        sync.Mutex // iwqp->lock
 	modifyMu  sync.Mutex // serialises modify_qp (hw_mod_qp_pend)
@@ -214,12 +215,18 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, QPCreateResp, error) {
 		return nil, resp, err
 	}
 	if pd == nil || pd.d != d || pd.dead.Load() || attr.SendCQ == nil || attr.RecvCQ == nil ||
-		attr.SendCQ.d != d || attr.RecvCQ.d != d {
+		attr.SendCQ.d != d || attr.RecvCQ.d != d || (attr.SRQ != nil && attr.SRQ.d != d) {
 		return nil, resp, syscall.EINVAL
 	}
 	q := &QP{d: d, typ: attr.Type, pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, cap: attr.Cap,
 		sigAll: attr.SignalAll, eventHandler: attr.EventHandler, hwState: qpHWStateInvalid, ibState: QPSReset}
 	q.ctx.PushIdx = invalidPushIdx
+	if attr.SRQ != nil {
+		// irdma_create_qp with init_attr->srq: qp_uk.srq_uk, and the GEN_3
+		// context's USE_SRQ / SRQ_ID (irdma_sc_qp_setctx_roce_gen_3).
+		q.srq = attr.SRQ
+		q.ctx.UseSRQ, q.ctx.SRQID = true, attr.SRQ.id
+	}
 	q.hwType = qpTypeRoCEUD
 	q.qpCaps = capSendWithImm | capRoCE | capPushMode
 	if attr.Type == QPTypeRC {
@@ -266,7 +273,7 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, QPCreateResp, error) {
 		q.uctx = uc
 		q.ctx.QPComplCtx = attr.User.UserComplCtx
 		if attr.User.UserWQEBufs != 0 {
-			mr := uc.getPBL(attr.User.UserWQEBufs, false)
+			mr := uc.getPBL(attr.User.UserWQEBufs, MemRegQP)
 			if mr == nil {
 				return fail(syscall.ENODATA)
 			}
@@ -302,7 +309,7 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, QPCreateResp, error) {
 			SQ: buf[:sqEnd], SQShift: s.SQShift, RQ: buf[sqEnd:rqEnd], RQShift: s.RQShift,
 			Shadow: buf[rqEnd : rqEnd+shadowAreaSize], MaxSQFragCnt: int(attr.Cap.MaxSendSGE),
 			MaxRQFragCnt: int(attr.Cap.MaxRecvSGE), MaxInlineData: int(attr.Cap.MaxInlineData),
-			SignalAll: attr.SignalAll,
+			SignalAll: attr.SignalAll, SRQ: q.srqUK(),
 		})
 		if err != nil {
 			return fail(err)
@@ -330,6 +337,12 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, QPCreateResp, error) {
 			NextState: qpHWStateIdle, MACValid: true, CQNumValid: true, VirtualMap: q.virtual}), nil
 	}); err != nil {
 		return fail(err)
+	}
+	if q.srq != nil {
+		if err := q.srq.bindQP(); err != nil {
+			_ = d.destroyQPCmd(q)
+			return fail(err)
+		}
 	}
 	d.tblMu.Lock()
 	d.qpTable[q.id] = q
@@ -465,6 +478,9 @@ func (d *Device) DestroyQP(q *QP) error {
 	q.dead = true
 	q.mu.Unlock()
 	d.qpFreeRsrc(q)
+	if q.srq != nil {
+		q.srq.unbindQP()
+	}
 	q.pd.users.Add(-1)
 	q.sendCQ.qps.Add(-1)
 	q.recvCQ.qps.Add(-1)
@@ -593,4 +609,12 @@ func (d *Device) QueryQP(q *QP) (QPAttr, QPInitAttr) {
 	init := QPInitAttr{Type: q.typ, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, Cap: q.cap, SignalAll: q.sigAll,
 		EventHandler: q.eventHandler}
 	return a, init
+}
+
+// srqUK is the kernel SRQ a kernel QP's receives come from (nil: its own RQ).
+func (q *QP) srqUK() *uk.SRQ {
+	if q.srq == nil {
+		return nil
+	}
+	return q.srq.uksrq
 }

@@ -53,6 +53,11 @@ type roceCtx struct {
 	TimelyEn      bool
 	THigh         uint16
 	TLow          uint8
+	// GEN_3 (irdma_sc_qp_setctx_roce_gen_3): USE_SRQ qword0 b10 and SRQ_ID
+	// +200 [15:0], from qp_uk.srq_uk. The emulator's GEN_3 context keeps
+	// GEN_2's layout otherwise (emu/profile GEN3).
+	UseSRQ bool
+	SRQID  uint32
 
 	// irdma_udp_offload_info
 	IPv4          bool
@@ -113,7 +118,7 @@ func encodeRoCECtx(c *roceCtx) [qpCtxSize / 8]uint64 {
 	q[0] = bits(uint64(c.RQWQESize), 9, 8) | b2u(c.RQTPHEn)<<30 | b2u(c.SQTPHEn)<<31 |
 		bits(uint64(pushIdx), 41, 32) | b2u(pushEn)<<47 | bits(uint64(c.PDID)>>16, 21, 20) |
 		b2u(c.DCTCPEn)<<25 | b2u(c.ErrRQIdxValid)<<19 | b2u(c.IsQP1)<<6 |
-		bits(uint64(c.ROCETVer), 63, 60) | b2u(c.IPv4)<<3 | b2u(c.InsertVLANTag)<<5
+		bits(uint64(c.ROCETVer), 63, 60) | b2u(c.IPv4)<<3 | b2u(c.InsertVLANTag)<<5 | b2u(c.UseSRQ)<<10
 	q[1] = c.SQPA // +8
 	q[2] = c.RQPA // +16
 	tos := c.TOS
@@ -163,7 +168,7 @@ func encodeRoCECtx(c *roceCtx) [qpCtxSize / 8]uint64 {
 	q[23] = uint64(c.LocalIP[2])<<32 | uint64(c.LocalIP[3])
 	q[24] = uint64(c.LocalIP[0])<<32 | uint64(c.LocalIP[1])
 	// +200
-	q[25] = bits(uint64(c.THigh), 63, 52) | bits(uint64(c.TLow), 39, 32)
+	q[25] = bits(uint64(c.THigh), 63, 52) | bits(uint64(c.TLow), 39, 32) | bits(uint64(c.SRQID), 15, 0)
 	// +208
 	q[26] = bits(uint64(c.RemEndpointIdx), 16, 0)
 	return q

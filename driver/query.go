@@ -32,6 +32,9 @@ type DeviceAttr struct {
 	MaxQPInitRdAtom       uint32
 	AtomicCap             uint8 // ib_atomic_cap: 0 NONE, 1 HCA
 	MaxAH                 uint32
+	MaxSRQ                uint32 // GEN_3; 0 without SRQ
+	MaxSRQWR              uint32
+	MaxSRQSGE             uint32
 	MaxMcastGrp           uint32
 	MaxMcastQPAttach      uint32
 	MaxTotalMcastQPAttach uint32
@@ -91,6 +94,12 @@ func (d *Device) QueryDevice() (DeviceAttr, error) {
 		NumCompVectors:        len(d.ceqs),
 	}
 	a.MaxMW = a.MaxMR
+	if d.srqIDs != nil {
+		// irdma_query_device: max_srq = max_srq − used_srqs, max_srq_wr
+		// IRDMA_MAX_SRQ_WRS, max_srq_sge max_hw_wq_frags.
+		a.MaxSRQ = d.prof.Limits.MaxSRQs - d.srqIDs.inUse()
+		a.MaxSRQWR, a.MaxSRQSGE = p.Limits.MaxSRQWR, p.Limits.MaxSRQSGE
+	}
 	if d.ukAttrs.FeatureFlags&profile.FeatureAtomicOps != 0 {
 		a.AtomicCap = 1
 	}
@@ -214,6 +223,15 @@ func (d *Device) destroyAllObjects() {
 		_ = d.DestroyQP(q)
 	}
 	d.workWG.Wait()
+	d.tblMu.RLock()
+	srqs := make([]*SRQ, 0, len(d.srqTable))
+	for _, s := range d.srqTable {
+		srqs = append(srqs, s)
+	}
+	d.tblMu.RUnlock()
+	for _, s := range srqs {
+		_ = d.DestroySRQ(s)
+	}
 	d.tblMu.RLock()
 	cqs := make([]*CQ, 0, len(d.cqTable))
 	for _, c := range d.cqTable {

@@ -60,6 +60,7 @@ type Config struct {
 	AH      AHTables // nil: AH/ARP/mcast ops fail with MinorAHError
 	CQs     *cq.Table
 	QPs     *qp.Table
+	SRQs    *qp.SRQTable // nil without SRQ (GEN_2)
 	Stats   *qp.StatsBlock
 }
 
@@ -410,8 +411,7 @@ func (c *CQP) execute(w *WQE) (res result) {
 	case OpUpMap:
 		res, err = c.upMap(w)
 	case OpCreateSRQ, OpModifySRQ, OpDestroySRQ:
-		// GEN_3 only: a profile without SRQ has no such objects.
-		err = fail(MinorUnsupportedOp, "SRQ opcode without SRQ support", nil)
+		res, err = c.srqOp(w)
 	default:
 		// 0x0b QUERY_STAG, 0x0c REG_SMR, 0x10 MANAGE_VF_PBLE_BP, 0x1d
 		// MODIFY_ADDR_HANDLE, 0x24 NOP: no builder in irdma; 0x0e/0x14:

@@ -134,6 +134,10 @@ func (c *CQP) createQP(w *WQE) (result, *Error) {
 	if e := cq.CheckRange(c.cfg.Mem, shadow, 8); e != nil {
 		return result{}, fail(MinorPAFault, "QP shadow area", e)
 	}
+	srq, err := c.qpSRQ(ctx)
+	if err != nil {
+		return result{}, err
+	}
 	hmcIOVA, err := c.storeQPContext(id, raw)
 	if err != nil {
 		return result{}, err
@@ -141,6 +145,7 @@ func (c *CQP) createQP(w *WQE) (result, *Error) {
 	_, e := c.cfg.QPs.Create(qp.Spec{
 		ID: id, Type: typ, State: next, Context: raw, CtxIOVA: hostmem.IOVA(w.W[2]), HMCIOVA: hmcIOVA,
 		Shadow: shadow, SQ: sq, RQ: rq, Virtual: vq, SendCQ: send, RecvCQ: recv,
+		SRQ: srq, PadUncounted: !c.cfg.Profile.Queues.PadFragCounted,
 	})
 	if e != nil {
 		return result{}, fail(MinorObjectExists, "QP table", e)

@@ -95,6 +95,7 @@ type Device struct {
 	events  *cq.Events
 	cqs     *cq.Table
 	qps     *qp.Table
+	srqs    *qp.SRQTable // GEN_3 only
 	stats   *qp.StatsBlock
 	mrs     *mr.Table
 	ahs     *ah.Tables
@@ -151,9 +152,12 @@ func New(cfg Config) (*Device, error) {
 	if aht == nil {
 		aht = ahAdapter{d.ahs}
 	}
+	if p.SRQ {
+		d.srqs = qp.NewSRQTable(p.Limits.MaxSRQs)
+	}
 	c, err := cqp.New(cqp.Config{
 		Profile: p, Regs: d.regs, Mem: d.mem, Meter: d.meter, Logger: d.log.Named("cqp"),
-		HMC: hmcAdapter{d.hmc}, MR: mrt, AH: aht, CQs: d.cqs, QPs: d.qps, Stats: d.stats,
+		HMC: hmcAdapter{d.hmc}, MR: mrt, AH: aht, CQs: d.cqs, QPs: d.qps, SRQs: d.srqs, Stats: d.stats,
 	})
 	if err != nil {
 		d.release()
@@ -306,6 +310,9 @@ func (d *Device) Events() *cq.Events { return d.events }
 
 // QPs returns the QP table.
 func (d *Device) QPs() *qp.Table { return d.qps }
+
+// SRQs is the SRQ table (nil on a profile without SRQ).
+func (d *Device) SRQs() *qp.SRQTable { return d.srqs }
 
 // HWStats returns the hardware counter block GATHER_STATS reports.
 func (d *Device) HWStats() *qp.StatsBlock { return d.stats }

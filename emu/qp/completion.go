@@ -73,12 +73,17 @@ func (r *requester) retireErrored(e *sqEntry) {
 
 // rqError completes the current receive WQE with the flush code of ae.
 func (r *responder) rqError(t *Transport, ctx *Ctx, ae uint16) uint32 {
-	idx := t.recv.Consume()
 	var c cq.CQE
 	t.baseCQE(&c)
 	c.Error = true
 	c.Major, c.Minor = cq.MajorFlush, FlushCodeForAE(ae)
-	c.WQEIdx = uint16(idx)
+	idx := t.recvDone(&c)
+	if c.SRQ {
+		// An SRQ error CQE carries the AE code itself; software converts
+		// it (rdma-core uk.c: IRDMA_SRQFLUSH_RSVD_MAJOR_ERR →
+		// irdma_ae_to_qp_err_code).
+		c.Major, c.Minor = MajorSRQFlushRsvd, ae
+	}
 	c.PayloadLen = uint32(r.cur.off)
 	t.complete(ctx, t.recvCQ, &c)
 	r.cur = curMsg{}
@@ -101,7 +106,7 @@ func (t *Transport) completeRecv(ctx *Ctx, p *wire.Packet, length uint64) {
 	if p.IETH != nil {
 		c.STagOrIPv4, c.Qword2Low = true, p.IETH.RKey()
 	}
-	c.WQEIdx = uint16(t.recv.Consume())
+	t.recvDone(&c)
 	t.complete(ctx, t.recvCQ, &c)
 }
 
@@ -128,8 +133,20 @@ func (t *Transport) completeUD(ctx *Ctx, f *wire.Frame, length int) {
 	if p.ImmDt != nil {
 		c.ImmValid, c.Imm = true, p.ImmDt.Imm()
 	}
-	c.WQEIdx = uint16(t.recv.Consume())
+	t.recvDone(&c)
 	t.complete(ctx, t.recvCQ, &c)
+}
+
+// recvDone retires the receive WQE c completes and returns its index in
+// quanta (the CQE's WQEIDX); for a WQE taken from an SRQ it makes c an SRQ
+// CQE (srqSource.srqCQE).
+func (t *Transport) recvDone(c *cq.CQE) uint32 {
+	idx := t.recv.Consume()
+	c.WQEIdx = uint16(idx)
+	if s, ok := t.recv.(*srqSource); ok {
+		s.srqCQE(c)
+	}
+	return idx
 }
 
 // enterError raises ae and moves the QP to ERROR, handing the consumer

@@ -37,10 +37,15 @@ func (c Context) bit(off int, n uint) bool { return c.q(off)>>n&1 == 1 }
 func (c Context) Qword(off int) uint64 { return c.q(off) }
 
 // +0
-func (c Context) RQWQESize() uint8    { return uint8(c.f(0, 8, 2)) }  // RQWQESIZE [9:8]: RQ WQE size shift
-func (c Context) IPv4() bool          { return c.bit(0, 3) }          // IPV4
-func (c Context) InsertVLANTag() bool { return c.bit(0, 5) }          // INSERTVLANTAG
-func (c Context) IsQP1() bool         { return c.bit(0, 6) }          // ISQP1 (GSI)
+func (c Context) RQWQESize() uint8    { return uint8(c.f(0, 8, 2)) } // RQWQESIZE [9:8]: RQ WQE size shift
+func (c Context) IPv4() bool          { return c.bit(0, 3) }         // IPV4
+func (c Context) InsertVLANTag() bool { return c.bit(0, 5) }         // INSERTVLANTAG
+func (c Context) IsQP1() bool         { return c.bit(0, 6) }         // ISQP1 (GSI)
+func (c Context) UseSRQ() bool        { return c.bit(0, 10) }        // USE_SRQ (GEN_3; reserved on GEN_2)
+
+// SRQID is IRDMAQPC_SRQ_ID, qword 25 (byte 200) [15:0] (GEN_3,
+// ctrl.c:irdma_sc_qp_setctx_roce_gen_3; reserved on GEN_2).
+func (c Context) SRQID() uint32       { return uint32(c.f(200, 0, 16)) }
 func (c Context) ErrRQIdxValid() bool { return c.bit(0, 19) }         // ERR_RQ_IDX_VALID
 func (c Context) PDIdxHi() uint8      { return uint8(c.f(0, 20, 2)) } // PDIDXHI [21:20] = pd >> 16
 func (c Context) DCTCPEn() bool       { return c.bit(0, 25) }

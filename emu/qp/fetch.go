@@ -38,7 +38,7 @@ func (r *requester) fetchWQE(t *Transport, ctx *Ctx) bool {
 	}
 	w := &r.cur
 	derr := DecodeSQ(w, b, DecodeParams{Index: idx, Polarity: pol, Limits: t.dp.limits})
-	quanta := SQQuanta(Header(h))
+	quanta := SQQuantaPad(Header(h), t.dp.limits.PadUncounted)
 	if derr == nil {
 		quanta = w.Quanta
 	}

@@ -116,7 +116,7 @@ func (q *QP) walkSQ(mem *hostmem.Memory, fn func(idx uint32, h Header)) {
 		if err != nil || Header(v).ValidBit() != w.pol {
 			return
 		}
-		n := uint32(SQQuanta(Header(v)))
+		n := uint32(SQQuantaPad(Header(v), q.padUncounted))
 		if rest := w.Mem.Size - w.cons; n > rest {
 			n = rest // a WQE never crosses the ring end (chunk rule); be safe
 		}

@@ -181,6 +181,12 @@ type Spec struct {
 	Virtual bool // VQ
 	SendCQ  *cq.CQ
 	RecvCQ  *cq.CQ
+	// SRQ is the shared receive queue the context's USE_SRQ / SRQ_ID name
+	// (GEN_3); nil: the QP's own RQ.
+	SRQ *SRQ
+	// PadUncounted is the profile's pad rule (GEN_3: not counted in
+	// ADDFRAGCNT), for the flush walk's WQE sizes.
+	PadUncounted bool
 }
 
 // QP is one queue pair. Control-plane fields are guarded by mu (the CQP
@@ -203,6 +209,9 @@ type QP struct {
 	// flushed records which queues FLUSH_WQES has flushed since the last
 	// transition out of ERROR (re-flushes of new WQEs are allowed).
 	suspended bool // guarded by mu
+
+	srq          *SRQ // fixed at CREATE_QP
+	padUncounted bool
 
 	// Transport is the QP's data plane, attached by the engine on the QP's
 	// first doorbell or packet (nil until then). The control plane only
@@ -232,6 +241,10 @@ func (q *QP) Context() [ContextSize]byte {
 
 // HMCIOVA is where the device stored the context in HMC backing memory.
 func (q *QP) HMCIOVA() hostmem.IOVA { return q.hmcIOVA }
+
+// SRQ is the shared receive queue the QP takes its receives from (nil:
+// its own RQ).
+func (q *QP) SRQ() *SRQ { return q.srq }
 
 // Shadow is the QP shadow area.
 func (q *QP) Shadow() hostmem.IOVA { return q.shadow }
@@ -353,7 +366,7 @@ func (t *Table) Create(sp Spec) (*QP, error) {
 		return nil, ErrExists
 	}
 	q := &QP{ID: sp.ID, Type: sp.Type, ctxIOVA: sp.CtxIOVA, hmcIOVA: sp.HMCIOVA, shadow: sp.Shadow,
-		sendCQ: sp.SendCQ, recvCQ: sp.RecvCQ}
+		sendCQ: sp.SendCQ, recvCQ: sp.RecvCQ, srq: sp.SRQ, padUncounted: sp.PadUncounted}
 	copy(q.ctx[:], sp.Context)
 	c, _ := NewContext(q.ctx[:])
 	q.attrs = DecodeAttrs(c)

@@ -1,6 +1,7 @@
 package qp
 
 import (
+	"errors"
 	"time"
 
 	"github.com/irdma-emu/irdma-emu/emu/cq"
@@ -267,7 +268,14 @@ func (r *responder) nakFatal(t *Transport, ctx *Ctx, code wire.NAKCode, psn wire
 func (r *responder) takeWQE(t *Transport, ctx *Ctx, psn wire.PSN) bool {
 	ok, err := t.recv.Peek(t.dp.Mem, t.dp.Meter, t.dp.limits, &r.wqe)
 	if err != nil {
-		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceRQ, false)
+		// A bus fault reading the ring; a QP whose SRQ was destroyed
+		// raises the SRQ's catastrophic error instead (user.h
+		// IRDMA_AE_SRQ_CATASTROPHIC_ERROR).
+		ae := AELCEQPCatastrophic
+		if errors.Is(err, ErrSRQDestroyed) {
+			ae = AESRQCatastrophic
+		}
+		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, ae, cq.AESourceRQ, false)
 		return false
 	}
 	if !ok {

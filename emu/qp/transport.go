@@ -105,7 +105,11 @@ func NewTransport(q *QP, dp *DataPlane, s Scheduler) *Transport {
 	sq, rq := q.SQ(), q.RQ()
 	t.shadow = q.Shadow()
 	t.req.init(sq)
-	t.recv = newRQSource(rq)
+	if s := q.SRQ(); s != nil {
+		t.recv = newSRQSource(s, dp.Events, rq)
+	} else {
+		t.recv = newRQSource(rq)
+	}
 	t.gen = ^uint64(0) // force the first refresh
 	t.req.rto.fire = func() { t.signal(evRTO) }
 	t.req.rnr.fire = func() { t.signal(evRNR) }

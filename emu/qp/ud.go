@@ -1,6 +1,7 @@
 package qp
 
 import (
+	"errors"
 	"github.com/irdma-emu/irdma-emu/emu/cq"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
@@ -96,7 +97,11 @@ func (r *responder) handleUD(t *Transport, ctx *Ctx, f *wire.Frame) {
 	}
 	ok, err := t.recv.Peek(t.dp.Mem, t.dp.Meter, t.dp.limits, &r.wqe)
 	if err != nil {
-		t.enterError(ctx, AELCEQPCatastrophic, cq.AESourceRQ, t.recv.State().Cons)
+		ae := AELCEQPCatastrophic
+		if errors.Is(err, ErrSRQDestroyed) {
+			ae = AESRQCatastrophic
+		}
+		t.enterError(ctx, ae, cq.AESourceRQ, t.recv.State().Cons)
 		return
 	}
 	if !ok {

@@ -48,6 +48,11 @@ type WQELimits struct {
 	MaxReadSGEs int // max_hw_read_sges: sink SGEs per RDMA READ
 	MaxInline   int // max_hw_inline: inline bytes per WQE
 	ChunkQuanta int // max_hw_sq_chunk: a WQE never crosses a multiple of this
+	// PadUncounted: an even fragment count's pad slot is not counted in
+	// ADDFRAGCNT (GEN_3, uk.c counts it only on GEN_2), so an odd
+	// ADDFRAGCNT is legal and its quanta round up. The zero value is
+	// GEN_2's rule.
+	PadUncounted bool
 }
 
 // GEN2WQELimits are the E810 values (docs/hw-datapath.md "GEN_2
@@ -66,12 +71,16 @@ func WQELimitsFrom(p profile.Profile) WQELimits {
 		MaxReadSGEs: int(p.UK.MaxHWReadSGEs),
 		MaxInline:   int(p.UK.MaxHWInline),
 		ChunkQuanta: int(p.UK.MaxHWSQChunk),
+
+		PadUncounted: !p.Queues.PadFragCounted,
 	}
 }
 
 func (l WQELimits) orGEN2() WQELimits {
-	if l == (WQELimits{}) {
-		return GEN2WQELimits
+	if l == (WQELimits{}) || l == (WQELimits{PadUncounted: true}) {
+		g := GEN2WQELimits
+		g.PadUncounted = l.PadUncounted
+		return g
 	}
 	return l
 }

@@ -206,7 +206,11 @@ func (w *SQWQE) InlineData() []byte { return w.inline[:w.inlineHave] }
 // WQEs"): inline WQEs by INLINEDATALEN, atomics 2, SEND/WRITE/READ 1 +
 // ADDFRAGCNT/2 (GEN_2 counts the pad slot), every other opcode, known or not,
 // 1.
-func SQQuanta(h Header) int {
+func SQQuanta(h Header) int { return SQQuantaPad(h, false) }
+
+// SQQuantaPad is SQQuanta under either pad rule: with padUncounted (GEN_3)
+// an odd ADDFRAGCNT's last fragment opens one more quantum.
+func SQQuantaPad(h Header, padUncounted bool) int {
 	op := h.Opcode()
 	switch {
 	case op.CarriesInline() && h.InlineFlag():
@@ -214,6 +218,9 @@ func SQQuanta(h Header) int {
 	case op.IsAtomic():
 		return 2
 	case op.hasFragments():
+		if padUncounted {
+			return 1 + (h.AddFragCnt()+1)/2
+		}
 		return 1 + h.AddFragCnt()/2
 	}
 	return 1
@@ -257,7 +264,7 @@ func DecodeSQ(w *SQWQE, b []byte, p DecodeParams) error {
 		w.add(ViolHeaderNotValid, -1, uint64(h.ValidBit()), uint64(pol))
 		pol = h.ValidBit()
 	}
-	w.Quanta = SQQuanta(h)
+	w.Quanta = SQQuantaPad(h, p.Limits.PadUncounted)
 	if need := w.Quanta * QuantumSize; len(b) < need {
 		return &ShortError{Need: need, Have: len(b)}
 	}
@@ -388,7 +395,7 @@ func (w *SQWQE) decodeFrags(v WQEView, pol uint8, lim WQELimits) {
 	if w.ImmFlag && w.Opcode.CarriesImm() {
 		first = 1
 	}
-	if w.AddFragCnt%2 == 1 {
+	if w.AddFragCnt%2 == 1 && !lim.PadUncounted {
 		w.add(ViolPadRule, -1, uint64(w.AddFragCnt), 0)
 	}
 	n := w.AddFragCnt + 1
@@ -473,7 +480,7 @@ func DecodeRQ(w *RQWQE, b []byte, p DecodeParams) error {
 		w.add(ViolHeaderNotValid, -1, uint64(h.ValidBit()), uint64(pol))
 		pol = h.ValidBit()
 	}
-	if w.AddFragCnt%2 == 1 {
+	if w.AddFragCnt%2 == 1 && !p.Limits.PadUncounted {
 		w.add(ViolPadRule, -1, uint64(w.AddFragCnt), 0)
 	}
 	w.Quanta = RQQuanta(h)
