@@ -135,7 +135,10 @@ func (s *Session) putDeviceAttr(b []byte, at driver.DeviceAttr) {
 	put32(b, 136, at.MaxMcastQPAttach)
 	put32(b, 140, at.MaxTotalMcastQPAttach)
 	put32(b, 144, at.MaxAH)
-	// max_fmr, max_map_per_fmr, max_srq, max_srq_wr, max_srq_sge: 0
+	// max_fmr, max_map_per_fmr: 0
+	put32(b, 156, at.MaxSRQ)
+	put32(b, 160, at.MaxSRQWR)
+	put32(b, 164, at.MaxSRQSGE)
 	put16(b, 168, at.MaxPKeys)
 	// local_ca_ack_delay: 0
 	put8(b, 171, at.PhysPortCnt)

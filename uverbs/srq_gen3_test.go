@@ -59,6 +59,18 @@ func TestSRQGEN3(t *testing.T) {
 	if u32(u, 76) != 262144 || u[62] != 3 || u64(u, 16)&0x80 == 0 || u16(u, 72) != 16 {
 		t.Errorf("max_hw_srq_quanta %d hw_rev %d feature_flags %#x min_hw_wq_size %d", u32(u, 76), u[62], u64(u, 16), u16(u, 72))
 	}
+	// QUERY_DEVICE (ib_device.attrs as registered): irdma_query_device's
+	// max_srq (what the driver has free), max_srq_wr IRDMA_MAX_SRQ_WRS =
+	// (262144 − 1) / 8, max_srq_sge max_hw_wq_frags.
+	at, err := e.d.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = c.ok(c.raw(legacy(1, 176, withResp(8))), "QUERY_DEVICE")
+	if u32(r.resp, 156) != at.MaxSRQ || at.MaxSRQ == 0 || u32(r.resp, 160) != 32767 || u32(r.resp, 164) != 14 {
+		t.Errorf("max_srq %d (driver %d) max_srq_wr %d max_srq_sge %d, want 32767, 14", u32(r.resp, 156), at.MaxSRQ,
+			u32(r.resp, 160), u32(r.resp, 164))
+	}
 	c.ok(c.raw(allocPDCmd()), "ALLOC_PD")
 	a := c.arena(g3Arena)
 	c.ok(c.raw(regMRCmd(a.addr+g3CQ, 8*4096, 0, 1, 2, 8, 0, 0)), "REG_MR CQ")
