@@ -213,3 +213,40 @@ func srqPair(t *testing.T, rc rdmaCore, srvDir, cliDir string, srvAddr netip.Add
 	}
 	return server(<-done), cli
 }
+
+// TestSRQSuite65: rdma-core 65's own SRQ tests (tests/test_srq.py, with
+// pyverbs and the build's libirdma) on the GEN_3 profile:
+// test_rc_srq_traffic (RC traffic of two QPs through one SRQ),
+// test_modify_srq_limit (ten receives posted, the limit armed at 7, four
+// sends: IBV_EVENT_SRQ_LIMIT_REACHED must reach the program's async
+// event queue, and QUERY_SRQ must have read the limit back first) pass;
+// test_resize_srq skips itself, as on an E2100, whose irdma_query_device
+// sets no IB_DEVICE_SRQ_RESIZE (irdma_modify_srq refuses IB_SRQ_MAX_WR).
+func TestSRQSuite65(t *testing.T) {
+	testenv.Tools(t, "rdma", "ip")
+	testenv.Program(t, "python3", "python3")
+	rc := cachedRdmaCore(t)
+	d := daemontest.Run(t, daemontest.Options{}, "--addr", testaddr.Loopback(t, 1)[0].String(), "--profile", "gen3")
+	want := map[string]string{
+		"tests.test_srq.SrqTestCase.test_rc_srq_traffic":   "OK",
+		"tests.test_srq.SrqTestCase.test_modify_srq_limit": "OK",
+		"tests.test_srq.SrqTestCase.test_resize_srq":       "SKIP",
+	}
+	for id, verdict := range want {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, daemontest.Binary(t), "exec", "--run-dir", d.RunDir, "--",
+			filepath.Join(rc.build(), "bin", "run_tests.py"), "--dev", d.Name, "-v", id)
+		cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(rc.build(), "lib"), "PATH=/usr/sbin:/usr/bin:/sbin:/bin")
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		v, reason := classify(string(out), err, timedOut)
+		if v != verdict || (v == "SKIP" && reason != "SRQ resize is not supported") {
+			t.Errorf("%s: %s (%s), want %s\n%s", id, v, reason, verdict, out)
+		}
+	}
+	if t.Failed() {
+		t.Logf("daemon log:\n%s", d.Output())
+	}
+}
