@@ -265,20 +265,9 @@ func TestRdmaCoreSuite(t *testing.T) {
 	}
 	var rows []result
 	for i, id := range ids {
-		ctx, cancel := context.WithTimeout(context.Background(), limit)
-		cmd := exec.CommandContext(ctx, bin, "exec", "--", runner, "--dev", d.Name, "-v", id)
-		cmd.Env = env
-		cmd.WaitDelay = 5 * time.Second
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		secs := time.Since(start).Seconds()
-		timedOut := ctx.Err() != nil
-		cancel()
-		v, reason := classify(out.String(), err, timedOut)
+		v, reason, secs, out := runSuiteTest(bin, env, runner, d.Name, id, limit)
 		if logDir != "" {
-			_ = os.WriteFile(filepath.Join(logDir, id+".log"), out.Bytes(), 0o644)
+			_ = os.WriteFile(filepath.Join(logDir, id+".log"), out, 0o644)
 		}
 		rows = append(rows, result{id: id, verdict: v, secs: secs, reason: reason})
 		if v != "OK" && v != "SKIP" && testing.Verbose() {
@@ -325,6 +314,24 @@ func TestRdmaCoreSuite(t *testing.T) {
 	for _, u := range unlisted {
 		t.Errorf("not listed in known-gen2.txt: %s", u)
 	}
+}
+
+// runSuiteTest runs one test of the suite alone through `irdma-emu exec`
+// (env names the daemon and the build's libraries), within limit, and
+// classifies its outcome.
+func runSuiteTest(bin string, env []string, runner, dev, id string, limit time.Duration) (verdict, reason string, secs float64, out []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "exec", "--", runner, "--dev", dev, "-v", id)
+	cmd.Env = env
+	cmd.WaitDelay = 5 * time.Second
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	start := time.Now()
+	err := cmd.Run()
+	secs = time.Since(start).Seconds()
+	verdict, reason = classify(b.String(), err, ctx.Err() != nil)
+	return verdict, reason, secs, b.Bytes()
 }
 
 // writeTable writes the table as Markdown and as tab-separated text.

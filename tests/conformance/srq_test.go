@@ -232,16 +232,11 @@ func TestSRQSuite65(t *testing.T) {
 		"tests.test_srq.SrqTestCase.test_modify_srq_limit": "OK",
 		"tests.test_srq.SrqTestCase.test_resize_srq":       "SKIP",
 	}
+	env := append(os.Environ(), "IRDMA_EMU_RUN_DIR="+d.RunDir, "LD_LIBRARY_PATH="+filepath.Join(rc.build(), "lib"),
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin")
+	runner := filepath.Join(rc.build(), "bin", "run_tests.py")
 	for id, verdict := range want {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		cmd := exec.CommandContext(ctx, daemontest.Binary(t), "exec", "--run-dir", d.RunDir, "--",
-			filepath.Join(rc.build(), "bin", "run_tests.py"), "--dev", d.Name, "-v", id)
-		cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(rc.build(), "lib"), "PATH=/usr/sbin:/usr/bin:/sbin:/bin")
-		cmd.WaitDelay = 5 * time.Second
-		out, err := cmd.CombinedOutput()
-		timedOut := ctx.Err() != nil
-		cancel()
-		v, reason := classify(string(out), err, timedOut)
+		v, reason, _, out := runSuiteTest(daemontest.Binary(t), env, runner, d.Name, id, 2*time.Minute)
 		if v != verdict || (v == "SKIP" && reason != "SRQ resize is not supported") {
 			t.Errorf("%s: %s (%s), want %s\n%s", id, v, reason, verdict, out)
 		}
