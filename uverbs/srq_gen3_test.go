@@ -9,13 +9,15 @@ import (
 
 // Layout of the GEN_3 test arena: CQ ring (8 pages: 256 64-byte CQEs need
 // 4), CQ shadow, SRQ ring (1 page) + shadow, QP SQ (4 pages) + RQ (1
-// page) + shadow, a second SRQ ring (2 pages) + shadow.
+// page) + shadow, a second SRQ ring (2 pages) + shadow, a second QP's
+// rings.
 const (
 	g3CQ       = 0x0000
 	g3CQShadow = 0x8000
 	g3SRQ      = 0x9000
 	g3QP       = 0xb000
 	g3SRQ2     = 0x11000
+	g3QP2      = 0x14000
 	g3Arena    = 0x20000
 )
 
@@ -128,6 +130,26 @@ func TestSRQGEN3(t *testing.T) {
 		t.Errorf("actual_sq_size %d actual_rq_size %d, want 256, 16", u32(r.resp, 36), u32(r.resp, 40))
 	}
 
+	// The same through EX_CREATE_QP (ib_uverbs_ex_create_qp: srq_handle
+	// at 20, is_srq at 46), on the second SRQ.
+	c.ok(c.raw(regMRCmd(a.addr+g3QP2, 5*4096+64, 0, 1, 1, 0, 1, 4)), "REG_MR QP 2")
+	core := make([]byte, 64)
+	le.PutUint64(core, 0x78)
+	le.PutUint32(core[12:], 3)
+	le.PutUint32(core[16:], 3)
+	le.PutUint32(core[20:], srq2)
+	le.PutUint32(core[24:], 64)
+	le.PutUint32(core[32:], 1)
+	core[45], core[46] = 2, 1 // RC, is_srq
+	prov := make([]byte, 16)
+	le.PutUint64(prov, a.addr+g3QP2)
+	le.PutUint64(prov[8:], 1)
+	r = c.ok(c.raw(extended(24, fakeResp, core, 40, prov, 24)), "EX_CREATE_QP on SRQ 2")
+	qp2 := u32(r.resp, 0)
+	if u32(r.resp, 12) != 4 || u32(r.resp, 20) != 14 || u32(r.resp, 36) != 40 || u32(r.resp, 40+8) != 16 {
+		t.Errorf("EX_CREATE_QP response % x", r.resp)
+	}
+
 	bad := []struct {
 		name string
 		cmd  []byte
@@ -189,6 +211,7 @@ func TestSRQGEN3(t *testing.T) {
 		t.Errorf("events_reported %d, want 0", u32(r.resp, 0))
 	}
 	c.ok(c.raw(handleCmd(13, 4)), "DEREG_MR of the SRQ ring")
+	c.ok(c.raw(destroyCmd(27, qp2, 4)), "DESTROY_QP 2")
 	c.ok(c.raw(destroyCmd(35, srq2, 4)), "DESTROY_SRQ 2")
 	if r := c.raw(querySRQCmd(srqh)); r.errno() != syscall.EINVAL {
 		t.Errorf("QUERY_SRQ of a destroyed SRQ: %v", r.errno())
