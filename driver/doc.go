@@ -1,5 +1,6 @@
 // Package driver is the Go counterpart of Linux drivers/infiniband/hw/irdma's
-// verbs and control path for a GEN_2 (E810) RoCE function. It reaches the
+// verbs and control path for a GEN_2 (E810) RoCE function, or the GEN_3
+// (E2100) profile with shared receive queues (srq.go). It reaches the
 // device only through HW — BAR0 register reads and writes, host memory it
 // allocates, fills and reads (dma_alloc_coherent is hostmem.Memory.Alloc),
 // and MSI-X notifications — and encodes every CQP WQE and context itself

@@ -89,17 +89,17 @@ func (s *SRQ) SetLimit(limit uint32, armed bool) {
 	s.mu.Unlock()
 }
 
-// srqWQE is one WQE taken from an SRQ.
-type srqWQE struct {
-	idx  uint32 // WQE index × stride: the CQE's WQEIDX in quanta
-	wrID uint64
+// SRQWQE is one WQE taken from an SRQ.
+type SRQWQE struct {
+	Idx  uint32 // WQE index × stride: the CQE's WQEIDX in quanta
+	WrID uint64 // qword2
 }
 
-// take decodes the WQE at the consumer index into w and moves past it: a
+// Take decodes the WQE at the consumer index into w and moves past it: a
 // WQE is claimed by the first QP that needs it (several QPs' responders
 // run at once). It reports limitHit when this receive crossed the armed
 // limit; the caller raises the AE.
-func (s *SRQ) take(mem *hostmem.Memory, meter *timing.Meter, lim WQELimits, w *RQWQE) (got srqWQE, ok, limitHit bool, err error) {
+func (s *SRQ) Take(mem *hostmem.Memory, meter *timing.Meter, lim WQELimits, w *RQWQE) (got SRQWQE, ok, limitHit bool, err error) {
 	if s.dead.Load() {
 		return got, false, false, ErrSRQDestroyed
 	}
@@ -121,7 +121,7 @@ func (s *SRQ) take(mem *hostmem.Memory, meter *timing.Meter, lim WQELimits, w *R
 	if err := DecodeRQ(w, buf[:n], DecodeParams{Polarity: s.pol, Limits: lim, WQEQuanta: int(s.stride)}); err != nil {
 		return got, false, false, nil
 	}
-	got = srqWQE{idx: s.cons * s.stride, wrID: leUint64(buf[srqWrIDOffset:])}
+	got = SRQWQE{Idx: s.cons * s.stride, WrID: leUint64(buf[srqWrIDOffset:])}
 	s.cons++
 	if s.cons >= s.ring.Size {
 		s.cons = 0
@@ -155,8 +155,8 @@ type srqSource struct {
 	ev     *cq.Events
 	held   bool
 	wqe    RQWQE
-	cur    srqWQE
-	last   srqWQE
+	cur    SRQWQE
+	last   SRQWQE
 	rqSync WQState // the QP's own (unused) RQ, handed back unchanged
 }
 
@@ -169,14 +169,14 @@ func (r *srqSource) Peek(mem *hostmem.Memory, meter *timing.Meter, lim WQELimits
 		*w = r.wqe
 		return true, nil
 	}
-	got, ok, limitHit, err := r.s.take(mem, meter, lim, w)
+	got, ok, limitHit, err := r.s.Take(mem, meter, lim, w)
 	if err != nil || !ok {
 		return false, err
 	}
 	if limitHit && r.ev != nil {
 		// hw.c irdma_process_aeq: IRDMA_AE_SRQ_LIMIT → irdma_srq_event
 		// with the SRQ's context from the AEQE.
-		_ = r.ev.PostAE(cq.AEQE{Ctx: r.s.Ctx, ID: r.s.ID, Code: AESRQLimit, WQEIdx: uint16(got.idx)})
+		_ = r.ev.PostAE(cq.AEQE{Ctx: r.s.Ctx, ID: r.s.ID, Code: AESRQLimit, WQEIdx: uint16(got.Idx)})
 	}
 	r.held, r.wqe, r.cur = true, *w, got
 	return true, nil
@@ -185,7 +185,7 @@ func (r *srqSource) Peek(mem *hostmem.Memory, meter *timing.Meter, lim WQELimits
 func (r *srqSource) Consume() uint32 {
 	r.held = false
 	r.last = r.cur
-	return r.cur.idx
+	return r.cur.Idx
 }
 
 func (r *srqSource) State() WQState     { return r.rqSync }
@@ -198,7 +198,7 @@ func (r *srqSource) SRQ() bool          { return true }
 // the extension: EXTCQE is set.
 func (r *srqSource) srqCQE(c *cq.CQE) {
 	c.SRQ, c.Ext = true, true
-	c.SRQQPCtx, c.QPCtx = c.QPCtx, r.last.wrID
+	c.SRQQPCtx, c.QPCtx = c.QPCtx, r.last.WrID
 }
 
 // SRQTable holds a function's SRQs by id.
