@@ -143,6 +143,19 @@ const (
 	szOpenQPResp         = 32
 	szAsyncEventDesc     = 16
 	szCompEventDesc      = 8
+
+	// The SRQ commands (ib_uverbs_create_srq, _create_xsrq, _modify_srq,
+	// _query_srq, _destroy_srq, _post_srq_recv and their responses).
+	szCreateSRQ       = 32 // response, user_handle, pd_handle, max_wr, max_sge, srq_limit
+	szCreateXSRQ      = 48 // response, user_handle, srq_type, pd_handle, max_wr, max_sge, srq_limit, max_num_tags, xrcd_handle, cq_handle
+	szCreateSRQResp   = 16 // srq_handle, max_wr, max_sge, srqn
+	szModifySRQ       = 16 // srq_handle, attr_mask, max_wr, srq_limit
+	szQuerySRQ        = 16 // response, srq_handle, reserved
+	szQuerySRQResp    = 16 // max_wr, max_sge, srq_limit, reserved
+	szDestroySRQ      = 16 // response, srq_handle, reserved
+	szDestroySRQResp  = 4  // events_reported
+	szPostSRQRecv     = 24 // response, srq_handle, wr_count, sge_count, wqe_size
+	szPostSRQRecvResp = 4  // bad_wr
 )
 
 // irdma provider data (irdma-abi.h).
@@ -166,16 +179,29 @@ const (
 	szModQPResp    = 24 // irdma_modify_qp_resp
 	szModQPRespMin = 19 // offsetofend(push_valid)
 	szAHResp       = 8  // irdma_create_ah_resp
+	szSRQReq       = 16 // irdma_create_srq_req: IRDMA_CREATE_SRQ_MIN_REQ_LEN (offsetofend(user_shadow_area))
+	szSRQResp      = 8  // irdma_create_srq_resp {srq_id, srq_size}
 
 	// comp_mask bits of GET_CONTEXT.
 	uctxUseRawAttr  = 1 << 0 // IRDMA_ALLOC_UCTX_USE_RAW_ATTR
 	uctxMinHWWQSize = 1 << 1 // IRDMA_ALLOC_UCTX_MIN_HW_WQ_SIZE
+	// The two bits kernels with GEN_3 support added: the response carries
+	// max_hw_srq_quanta, and the request says the provider writes the
+	// GEN_3 WQE format (a GEN_3 device refuses a provider without it).
+	uctxMaxHWSRQQuanta = 1 << 2 // IRDMA_ALLOC_UCTX_MAX_HW_SRQ_QUANTA
+	uctxWQEFormatV2    = 1 << 3 // IRDMA_SUPPORT_WQE_FORMAT_V2
 
 	// irdma_memreg_type.
 	memRegMem = 0
 	memRegQP  = 1
 	memRegCQ  = 2
 	memRegSRQ = 3
+
+	// srqQPRecvWR is the max_recv_wr irdma_create_qp gives a QP on an SRQ.
+	srqQPRecvWR = 4
+
+	// hwRevGen3 is IRDMA_GEN_3 (hw_rev of irdma_alloc_ucontext_resp).
+	hwRevGen3 = 3
 
 	// invalidPushIdxGen1 is IRDMA_INVALID_PUSH_PAGE_INDEX_GEN_1.
 	invalidPushIdxGen1 = 0xffff
@@ -223,6 +249,15 @@ const (
 
 	ibMWType1 = 1
 	ibMWType2 = 2
+
+	// ib_srq_type.
+	ibSRQTBasic = 0
+	ibSRQTXRC   = 1
+	ibSRQTTM    = 2
+
+	// ib_event_type of SRQ events.
+	ibEventSRQErr          = 14 // IB_EVENT_SRQ_ERR
+	ibEventSRQLimitReached = 15 // IB_EVENT_SRQ_LIMIT_REACHED
 
 	pageSize = 4096
 )

@@ -41,6 +41,14 @@ func (s *Session) getContext(a *bundle) error {
 		_ = s.p.d.DeallocUContext(uctx)
 		return err
 	}
+	// A GEN_3 device runs a kernel with GEN_3 support: it refuses a
+	// provider that cannot write the GEN_3 WQE format (libirdma 44, which
+	// then fails ibv_open_device), and it answers max_hw_srq_quanta.
+	// GEN_2 answers as the kernels an E810 runs today.
+	gen3 := ur.HWRev >= hwRevGen3
+	if gen3 && compMask&uctxWQEFormatV2 == 0 {
+		return fail(eOPNOTSUPP)
+	}
 	db, err := newDoorbellPage()
 	if err != nil {
 		return fail(eNOMEM)
@@ -69,7 +77,12 @@ func (s *Session) getContext(a *bundle) error {
 	put32(u, 56, ur.MaxHWCQSize)
 	put16(u, 60, uint16(ur.MaxHWSQChunk))
 	put8(u, 62, uint8(ur.HWRev))
-	put64(u, 64, uctxUseRawAttr|uctxMinHWWQSize)
+	if gen3 {
+		put64(u, 64, uctxUseRawAttr|uctxMinHWWQSize|uctxMaxHWSRQQuanta)
+		put32(u, 76, ur.MaxHWSRQQuanta)
+	} else {
+		put64(u, 64, uctxUseRawAttr|uctxMinHWWQSize)
+	}
 	put16(u, 72, uint16(ur.MinHWWQSize))
 	a.udataOut(u)
 
@@ -122,7 +135,10 @@ func (s *Session) putDeviceAttr(b []byte, at driver.DeviceAttr) {
 	put32(b, 136, at.MaxMcastQPAttach)
 	put32(b, 140, at.MaxTotalMcastQPAttach)
 	put32(b, 144, at.MaxAH)
-	// max_fmr, max_map_per_fmr, max_srq, max_srq_wr, max_srq_sge: 0
+	// max_fmr, max_map_per_fmr: 0
+	put32(b, 156, at.MaxSRQ)
+	put32(b, 160, at.MaxSRQWR)
+	put32(b, 164, at.MaxSRQSGE)
 	put16(b, 168, at.MaxPKeys)
 	// local_ca_ack_delay: 0
 	put8(b, 171, at.PhysPortCnt)

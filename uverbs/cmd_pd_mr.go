@@ -111,7 +111,7 @@ func checkMRAccess(flags uint32) error {
 // pages are resolved as ib_umem_get would pin them: queue memory
 // (reg_type QP, CQ) from the MEM ranges only, a buffer (reg_type MEM) from
 // a MEM range if it lies in one, else through /proc/self/mem. The page
-// counts of irdma_mem_reg_req are read for QP and CQ registrations only:
+// counts of irdma_mem_reg_req are read for QP, CQ and SRQ registrations only:
 // libirdma leaves them uninitialised for reg_type MEM.
 func (s *Session) regMR(a *bundle) error {
 	req, err := a.request(szRegMR)
@@ -153,9 +153,18 @@ func (s *Session) regMR(a *bundle) error {
 		reg.SQPages, reg.RQPages = uint32(get16(ureq, 6)), uint32(get16(ureq, 4))
 	case memRegCQ:
 		reg.CQPages = uint32(get16(ureq, 2))
+	case memRegSRQ:
+		if !s.p.srq {
+			// Kernels before GEN_3 support, which an E810 runs, know
+			// no reg_type SRQ (irdma_reg_user_mr's default case).
+			s.unmapIO(io)
+			return eINVAL
+		}
+		// irdma_reg_user_mr_type_srq: the ring's pages, then the
+		// shadow area's.
+		reg.RQPages = uint32(get16(ureq, 4))
 	case memRegMem:
 	default:
-		// IRDMA_MEMREG_TYPE_SRQ needs GEN_3; anything else is unknown.
 		s.unmapIO(io)
 		return eINVAL
 	}

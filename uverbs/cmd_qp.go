@@ -85,11 +85,16 @@ func (s *Session) doCreateQP(a *bundle, c qpCreate, ex bool) error {
 		return eINVAL // no XRC domains exist
 	}
 	var rcq *cqObj
+	var srq *srqObj
 	if c.qpType == ibQPTXRCIni {
 		c.cap.MaxRecvWR, c.cap.MaxRecvSGE = 0, 0
 	} else {
 		if c.isSRQ {
-			return eINVAL // no SRQs exist
+			// Only basic SRQs can exist (irdma_create_srq).
+			var err error
+			if srq, err = s.readSRQ(c.srq); err != nil {
+				return err
+			}
 		}
 		if c.recvCQ != c.sendCQ {
 			var err error
@@ -112,8 +117,15 @@ func (s *Session) doCreateQP(a *bundle, c qpCreate, ex bool) error {
 	if c.createFlags&qpCreateSrcQPN != 0 && !s.capNetRaw() {
 		return ePERM
 	}
-	// irdma_create_qp: irdma_validate_qp_attrs, then the udata lengths.
+	// irdma_create_qp: a QP on an SRQ gets the RQ of the smallest ring
+	// (max_recv_wr 4 of max_hw_wq_frags SGEs, the program's counts
+	// overwritten; libirdma makes its ring with 1 of them, which rounds to
+	// the same minimum), then irdma_validate_qp_attrs, then the udata
+	// lengths.
 	u := s.p.d.UKAttrs()
+	if srq != nil {
+		c.cap.MaxRecvSGE, c.cap.MaxRecvWR = u.MaxHWWQFrags, srqQPRecvWR
+	}
 	if c.createFlags != 0 {
 		return eOPNOTSUPP
 	}
@@ -131,9 +143,13 @@ func (s *Session) doCreateQP(a *bundle, c qpCreate, ex bool) error {
 	if err != nil {
 		return err
 	}
-	qo := &qpObj{userHandle: c.userHandle, qpType: c.qpType, pd: pd, scq: scq, rcq: rcq, cap: reported}
+	qo := &qpObj{userHandle: c.userHandle, qpType: c.qpType, pd: pd, scq: scq, rcq: rcq, srq: srq, cap: reported}
+	var dsrq *driver.SRQ
+	if srq != nil {
+		dsrq = srq.srq
+	}
 	qp, qr, err := s.p.d.CreateQP(pd.pd, driver.QPInitAttr{
-		Type: driver.QPType(c.qpType), SendCQ: scq.cq, RecvCQ: rcq.cq, Cap: drvCap, SignalAll: c.sigAll,
+		Type: driver.QPType(c.qpType), SendCQ: scq.cq, RecvCQ: rcq.cq, SRQ: dsrq, Cap: drvCap, SignalAll: c.sigAll,
 		User: &driver.UserQP{Ctx: s.uctx, UserWQEBufs: get64(ureq, 0), UserComplCtx: get64(ureq, 8)},
 		// ib_uverbs_qp_event_handler
 		EventHandler: func(_ *driver.QP, ev driver.AsyncEvent) {
@@ -156,7 +172,8 @@ func (s *Session) doCreateQP(a *bundle, c qpCreate, ex bool) error {
 	resp := make([]byte, szExCreateQPResp)
 	put32(resp, 0, qo.handle)
 	put32(resp, 4, qp.ID())
-	// attr.cap after create: irdma leaves a user QP's as requested.
+	// attr.cap after create: irdma leaves a user QP's as requested, but
+	// for the receive side of a QP on an SRQ.
 	put32(resp, 8, c.cap.MaxSendWR)
 	put32(resp, 12, c.cap.MaxRecvWR)
 	put32(resp, 16, c.cap.MaxSendSGE)
@@ -544,6 +561,16 @@ func (s *Session) postSend(a *bundle) error {
 // postRecv is ib_uverbs_post_recv (ib_uverbs_unmarshall_recv) up to the
 // driver; see postSend.
 func (s *Session) postRecv(a *bundle) error {
+	return s.unmarshallRecv(a, func(h uint32) error {
+		_, err := s.readQP(h)
+		return err
+	})
+}
+
+// unmarshallRecv is ib_uverbs_unmarshall_recv for POST_RECV and
+// POST_SRQ_RECV (the same request layout), then the lookup of the queue
+// the command names; a well-formed command is -EOPNOTSUPP (postSend).
+func (s *Session) unmarshallRecv(a *bundle, lookup func(handle uint32) error) error {
 	if len(a.in) < szPostRecv {
 		return eNOSPC
 	}
@@ -562,7 +589,7 @@ func (s *Session) postRecv(a *bundle) error {
 	if err := it.finish(); err != nil {
 		return err
 	}
-	if _, err := s.readQP(get32(req, 8)); err != nil {
+	if err := lookup(get32(req, 8)); err != nil {
 		return err
 	}
 	return eOPNOTSUPP

@@ -19,6 +19,8 @@ func seedCommands(f *fixture) [][]byte {
 		destroyCmd(27, 5, 4), createAHCmd(0, gid4(peerIP), 1, 1, true, 12), mcastCmd(30, f.mcastGID, 7),
 		exQueryDeviceCmd(0, nil), queryPortCmd(1, 40), legacy(1, 176, withResp(8)), reqNotifyCmd(3, 1),
 		legacy(28, 4, withResp(24+56)), legacy(29, 4, withResp(24+16)), legacy(19, 8, withResp(24)),
+		createSRQCmd(1, 0, 64, 1, 0, f.a.addr+0x30000, f.a.addr+0x31000), querySRQCmd(0), modifySRQCmd(0, 2, 0, 1),
+		destroyCmd(35, 0, 4), postSRQRecvCmd(0), createQPOnSRQCmd(0, 3, 0, f.a.addr+offQP),
 	}
 }
 
@@ -26,9 +28,14 @@ func seedCommands(f *fixture) [][]byte {
 // one gets an answer, none reaches a panic, and the context still works.
 func TestRandomCommands(t *testing.T) {
 	f := newFixture(t)
-	seeds := seedCommands(f)
+	storm(t, f.e, f.c, seedCommands(f), 20000) // about 0.2 s
+}
+
+// storm sends n commands mutated from seeds on c, then checks that none
+// panicked and that the context still answers.
+func storm(t *testing.T, e *env, c *client, seeds [][]byte, n int) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
-	n := 20000 // about 0.2 s
 	if testing.Short() {
 		n = 500
 	}
@@ -53,7 +60,7 @@ func TestRandomCommands(t *testing.T) {
 			}
 		}
 		t0 := time.Now()
-		r := f.c.raw(b)
+		r := c.raw(b)
 		if d := time.Since(t0); d > 20*time.Millisecond {
 			t.Logf("slow command (%v): %x -> %d", d, b, r.status)
 		}
@@ -64,14 +71,14 @@ func TestRandomCommands(t *testing.T) {
 			t.Fatalf("status %d for a %d-byte command", r.status, len(b))
 		}
 	}
-	for _, fd := range f.c.fds {
+	for _, fd := range c.fds {
 		fd.Close()
 	}
-	f.c.fds = nil
-	if p := f.e.p.Stats().Panics; p != 0 {
+	c.fds = nil
+	if p := e.p.Stats().Panics; p != 0 {
 		t.Fatalf("%d commands panicked", p)
 	}
-	f.c.ok(f.c.raw(queryPortCmd(1, 40)), "QUERY_PORT after the storm")
+	c.ok(c.raw(queryPortCmd(1, 40)), "QUERY_PORT after the storm")
 }
 
 // FuzzCommand: go test -fuzz=FuzzCommand ./uverbs/ — each input on a

@@ -15,6 +15,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/attach"
 	"github.com/irdma-emu/irdma-emu/driver"
 	"github.com/irdma-emu/irdma-emu/emu/device"
+	"github.com/irdma-emu/irdma-emu/emu/profile"
 	"github.com/irdma-emu/irdma-emu/uverbs"
 )
 
@@ -44,13 +45,20 @@ func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
 // newEnvWith is newEnv with the provider's configuration amended by f.
 func newEnvWith(t *testing.T, f func(*uverbs.Config)) *env {
 	t.Helper()
-	dev, err := device.New(device.Config{})
+	return newEnvProfile(t, profile.GEN2(), f)
+}
+
+// newEnvProfile is newEnvWith on a device of profile prof.
+func newEnvProfile(t *testing.T, prof profile.Profile, f func(*uverbs.Config)) *env {
+	t.Helper()
+	dev, err := device.New(device.Config{Profile: prof})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, err := driver.Open(dev, driver.Config{
 		Netdev:     &driver.StaticNetdev{HWAddr: testMAC, MTUSize: 1500, IPs: []netip.Addr{testIP}},
 		CQPTimeout: 5 * time.Second,
+		Profile:    prof,
 	})
 	if err != nil {
 		dev.Close()

@@ -23,6 +23,7 @@ const (
 	kindCQ
 	kindQP
 	kindAH
+	kindSRQ
 )
 
 type pdObj struct {
@@ -63,9 +64,20 @@ type qpObj struct {
 	qpType     uint8
 	pd         *pdObj
 	scq, rcq   *cqObj
-	port       uint8 // qp->port: set by a modify with IB_QP_PORT
+	srq        *srqObj // the SRQ its receives come from, if any
+	port       uint8   // qp->port: set by a modify with IB_QP_PORT
 	cap        driver.QPCap
 	mcast      []mcastEntry
+	async      eventCounter // events_reported
+	dead       atomic.Bool
+}
+
+// srqObj is a shared receive queue (ib_usrq_object).
+type srqObj struct {
+	handle     uint32
+	srq        *driver.SRQ
+	userHandle uint64
+	pd         *pdObj
 	async      eventCounter // events_reported
 	dead       atomic.Bool
 }

@@ -136,6 +136,10 @@ type Provider struct {
 	log    *zap.Logger
 	lim    uk.Limits
 	regAtt driver.DeviceAttr // ib_device.attrs as cached at registration
+	// srq: the device has SRQs (IRDMA_FEATURE_SRQ, GEN_3): the SRQ
+	// commands exist and GET_CONTEXT answers as a kernel with GEN_3
+	// support does.
+	srq bool
 
 	// mu guards the list of open sessions; Poll holds it for reading, Open
 	// and Session.Close (before it unmaps the session's doorbell page) for
@@ -184,7 +188,8 @@ func NewProvider(d *driver.Device, cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("uverbs: query device: %w", err)
 	}
 	p := &Provider{d: d, mem: cfg.Mem, cfg: cfg, log: log, regAtt: attr,
-		lim: uk.LimitsFrom(profile.Profile{UK: d.UKAttrs()}), parked: true, notifiers: map[*Session]*notifier{}}
+		lim: uk.LimitsFrom(profile.Profile{UK: d.UKAttrs()}), parked: true, notifiers: map[*Session]*notifier{},
+		srq: d.UKAttrs().FeatureFlags&profile.FeatureSRQ != 0}
 	empty := []*Session{}
 	p.sessions.Store(&empty)
 	return p, nil

@@ -76,7 +76,11 @@ type method struct {
 	// afterPosts: the command takes effect after the work the program
 	// posted before it (takeUpPosted).
 	afterPosts bool
-	handler    func(*Session, *bundle) error
+	// srq: the method needs the device's SRQ verbs
+	// (UAPI_DEF_METHOD_NEEDS_FN(create_srq) and siblings), which irdma
+	// registers for GEN_3 alone; elsewhere it is notsupp.
+	srq     bool
+	handler func(*Session, *bundle) error
 }
 
 // notsupp is the uapi's notsupp_method: a command the device does not
@@ -128,12 +132,21 @@ func init() {
 	w[cmdDetachMcast] = in("DETACH_MCAST", szAttachMcast, (*Session).detachMcast)
 	w[cmdOpenQP] = io("OPEN_QP", szOpenQP, szOpenQPResp, true, (*Session).openQP)
 	w[cmdReregMR] = io("REREG_MR", szReregMR, szReregMRResp, true, (*Session).reregMR)
+	w[cmdCreateSRQ] = io("CREATE_SRQ", szCreateSRQ, szCreateSRQResp, true, (*Session).createSRQ)
+	w[cmdCreateXSRQ] = io("CREATE_XSRQ", szCreateXSRQ, szCreateSRQResp, true, (*Session).createXSRQ)
+	w[cmdModifySRQ] = &method{name: "MODIFY_SRQ", reqSize: szModifySRQ, hasUdata: true, handler: (*Session).modifySRQ}
+	w[cmdQuerySRQ] = io("QUERY_SRQ", szQuerySRQ, szQuerySRQResp, false, (*Session).querySRQ)
+	w[cmdDestroySRQ] = io("DESTROY_SRQ", szDestroySRQ, szDestroySRQResp, false, (*Session).destroySRQ)
+	w[cmdPostSRQRecv] = io("POST_SRQ_RECV", szPostSRQRecv, szPostSRQRecvResp, false, (*Session).postSRQRecv)
+	for _, c := range []int{cmdCreateSRQ, cmdCreateXSRQ, cmdModifySRQ, cmdQuerySRQ, cmdDestroySRQ, cmdPostSRQRecv} {
+		w[c].srq = true
+	}
 	// Not offered: MODIFY_AH, QUERY_AH, REG_SMR, QUERY_MR, BIND_MW and
 	// PEEK_CQ have no write handler at all; the SRQ commands need
 	// ops.create_srq, the XRCD ones
 	// ops.alloc_xrcd (UAPI_DEF_METHOD_NEEDS_FN), which the driver lacks.
 	for _, c := range []int{cmdDeallocPD, cmdDestroyAH, cmdDeregMR, cmdDeallocMW, cmdDestroyCQ, cmdDestroyQP,
-		cmdDetachMcast} {
+		cmdDetachMcast, cmdDestroySRQ} {
 		w[c].destroy = true
 	}
 	// Commands that end what a posted WQE may still use: the QP's state,
@@ -326,6 +339,9 @@ func (s *Session) parse(buf []byte) (*bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.srq && !s.p.srq {
+		m = notsupp
+	}
 	a := &bundle{m: m, count: count}
 	if m.ex {
 		if count < cmdHdrSize+exCmdHdrSize {
@@ -516,6 +532,15 @@ func (s *Session) Close() {
 		qo.dead.Store(true)
 		if err := d.DestroyQP(qo.qp); err != nil {
 			s.log.Warn("uverbs: close: destroy QP", zap.Uint32("qpn", qo.qp.ID()), zap.Error(err))
+		}
+		s.h.remove(id)
+	})
+	// SRQs once no QP uses them (ib_destroy_srq_user refuses a used one).
+	each(kindSRQ, func(id uint32, v any) {
+		so := v.(*srqObj)
+		so.dead.Store(true)
+		if err := d.DestroySRQ(so.srq); err != nil {
+			s.log.Warn("uverbs: close: destroy SRQ", zap.Uint32("srq", so.srq.ID()), zap.Error(err))
 		}
 		s.h.remove(id)
 	})

@@ -50,6 +50,7 @@ struct nlsock {
 	uint64_t dev, ino; /* identity of the connection; ino 0: not ours */
 	uint32_t port;     /* nl_pid: what getsockname reports, nlmsg_pid of the replies */
 	uint32_t groups;   /* nl_groups as bound (no events are sent) */
+	int bound;         /* the program bound it or sent on it: its port is fixed */
 };
 
 static struct nlsock *nl_tab; /* NL_MAX_FD entries, allocated with the first socket */
@@ -104,14 +105,15 @@ static int full_send(int fd, const void *b, size_t n)
 	return r == (ssize_t)n ? 0 : -1;
 }
 
-/* nl_open connects to the daemon and says HELLO for a netlink socket.
- * Returns the descriptor or -1 (errno kept for the debug message). */
-static int nl_open(int type)
+/* nl_open connects to the daemon and says HELLO for a netlink socket
+ * with port id port. Returns the descriptor or -1 (errno kept for the
+ * debug message). */
+static int nl_open(int type, uint32_t port)
 {
 	unsigned char msg[IEMU_HDR + 80], rep[IEMU_HDR + 80 + 16];
 	struct sockaddr_un sa;
 	struct stat st;
-	uint32_t port, v;
+	uint32_t v;
 	ssize_t r;
 	int fd, i, cloexec = (type & SOCK_CLOEXEC) ? SOCK_CLOEXEC : 0;
 
@@ -129,7 +131,6 @@ static int nl_open(int type)
 	if (r < 0)
 		goto fail;
 
-	port = next_port();
 	memset(msg, 0, sizeof msg);
 	v = IEMU_MAGIC;
 	memcpy(msg, &v, 4);
@@ -184,6 +185,7 @@ static int nl_open(int type)
 	nl_tab[fd].dev = (uint64_t)st.st_dev;
 	nl_tab[fd].port = port;
 	nl_tab[fd].groups = 0;
+	nl_tab[fd].bound = 0;
 	__atomic_store_n(&nl_tab[fd].ino, (uint64_t)st.st_ino, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&nl_mu);
 	iemu_dbg("netlink: NETLINK_RDMA socket %d answered by the daemon (port %u)", fd, port);
@@ -214,7 +216,7 @@ IEMU_API int socket(int domain, int type, int protocol)
 	if (UNLIKELY(domain == AF_NETLINK && protocol == NETLINK_RDMA &&
 		     (base == SOCK_RAW || base == SOCK_DGRAM)) &&
 	    netlink_wanted()) {
-		int fd = nl_open(type);
+		int fd = nl_open(type, next_port());
 		if (fd >= 0)
 			return fd;
 		iemu_dbg("netlink: the daemon does not answer NETLINK_RDMA (%s): the host's socket",
@@ -237,6 +239,54 @@ static void put_nl(struct sockaddr *addr, socklen_t *len, uint32_t pid, uint32_t
 	*len = sizeof nl;
 }
 
+/* port_taken reports whether another of our sockets has port id port
+ * (netlink_insert's -EADDRINUSE). */
+static int port_taken(int fd, uint32_t port)
+{
+	int i;
+
+	for (i = 0; i < NL_MAX_FD; i++)
+		if (i != fd && ours(i) != NULL && nl_tab[i].port == port)
+			return 1;
+	return 0;
+}
+
+/* rebind gives the unbound socket fd the port id the program chose: a new
+ * connection whose HELLO names it takes the descriptor's place (dup3 keeps
+ * the number and close-on-exec, the file status flags are copied), so the
+ * daemon stamps its replies with that id, as the kernel does. */
+static int rebind(int fd, uint32_t port)
+{
+	int fdfl = (int)syscall(SYS_fcntl, fd, F_GETFD);
+	int fl = (int)syscall(SYS_fcntl, fd, F_GETFL);
+	int nfd, e;
+
+	if (fdfl < 0 || fl < 0)
+		return -1;
+	nfd = nl_open(SOCK_RAW | ((fdfl & FD_CLOEXEC) ? SOCK_CLOEXEC : 0), port);
+	if (nfd < 0)
+		return -1;
+	if (syscall(SYS_fcntl, nfd, F_SETFL, fl) != 0 ||
+	    syscall(SYS_dup3, nfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+		e = errno;
+		__atomic_store_n(&nl_tab[nfd].ino, 0, __ATOMIC_RELEASE);
+		syscall(SYS_close, nfd);
+		errno = e;
+		return -1;
+	}
+	pthread_mutex_lock(&nl_mu);
+	nl_tab[fd].dev = nl_tab[nfd].dev;
+	nl_tab[fd].port = port;
+	nl_tab[fd].groups = 0;
+	nl_tab[fd].bound = 1;
+	__atomic_store_n(&nl_tab[fd].ino, nl_tab[nfd].ino, __ATOMIC_RELEASE);
+	__atomic_store_n(&nl_tab[nfd].ino, 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&nl_mu);
+	syscall(SYS_close, nfd);
+	iemu_dbg("netlink: socket %d bound to port %u", fd, port);
+	return 0;
+}
+
 IEMU_API int bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct nlsock *s = ours(fd);
@@ -244,8 +294,11 @@ IEMU_API int bind(int fd, const struct sockaddr *addr, socklen_t len)
 
 	if (s == NULL)
 		return REAL(bind)(fd, addr, len);
-	/* netlink_bind: a sockaddr_nl; the socket is bound to its port id
-	 * already (the daemon was told it), so only 0 or that id binds. */
+	/* netlink_bind: a sockaddr_nl. Port id 0 keeps the one the socket
+	 * was given (netlink_autobind's); another one is taken if the socket
+	 * is not bound yet (libnl binds to a port of its own choosing,
+	 * nl_connect) and nobody has it, else -EINVAL (a bound socket) or
+	 * -EADDRINUSE. */
 	if (addr == NULL || len < sizeof nl) {
 		errno = EINVAL;
 		return -1;
@@ -256,9 +309,19 @@ IEMU_API int bind(int fd, const struct sockaddr *addr, socklen_t len)
 		return -1;
 	}
 	if (nl.nl_pid != 0 && nl.nl_pid != s->port) {
-		errno = EINVAL;
-		return -1;
+		if (__atomic_load_n(&s->bound, __ATOMIC_ACQUIRE)) {
+			errno = EINVAL;
+			return -1;
+		}
+		if (port_taken(fd, nl.nl_pid)) {
+			errno = EADDRINUSE;
+			return -1;
+		}
+		if (rebind(fd, nl.nl_pid) != 0)
+			return -1;
+		s = &nl_tab[fd];
 	}
+	__atomic_store_n(&s->bound, 1, __ATOMIC_RELEASE);
 	s->groups = nl.nl_groups;
 	return 0;
 }
@@ -389,16 +452,27 @@ static ssize_t sent(ssize_t r)
 	return r;
 }
 
+/* sending binds the socket for good (netlink_sendmsg autobinds). */
+static int sending(int fd)
+{
+	struct nlsock *s = ours(fd);
+
+	if (s == NULL)
+		return 0;
+	__atomic_store_n(&s->bound, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
 IEMU_API ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	if (ours(fd) == NULL)
+	if (!sending(fd))
 		return REAL(send)(fd, buf, n, flags);
 	return sent(REAL(send)(fd, buf, n, flags | MSG_NOSIGNAL));
 }
 
 IEMU_API ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *dst, socklen_t dstlen)
 {
-	if (ours(fd) == NULL)
+	if (!sending(fd))
 		return REAL(sendto)(fd, buf, n, flags, dst, dstlen);
 	return sent(REAL(sendto)(fd, buf, n, flags | MSG_NOSIGNAL, NULL, 0));
 }
@@ -407,7 +481,7 @@ IEMU_API ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct msghdr c;
 
-	if (ours(fd) == NULL || m == NULL)
+	if (m == NULL || !sending(fd))
 		return REAL(sendmsg)(fd, m, flags);
 	c = *m;
 	c.msg_name = NULL;

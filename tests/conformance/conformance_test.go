@@ -63,7 +63,13 @@ func buildRdmaCore(t *testing.T) rdmaCore {
 	t.Logf("rdma-core.sh (%v):\n%s", time.Since(start).Round(time.Second), errb.String())
 	testenv.Check(t, err, "rdma-core 65 built by tests/conformance/rdma-core.sh: "+lastLine(errb.String()),
 		"needs the sid deb-src of deb.debian.org and the Debian packages cmake ninja-build cython3 python3-dev libnl-3-dev libnl-route-3-dev pkg-config")
-	dir := lastLine(out.String())
+	return readBuilt(t, lastLine(out.String()))
+}
+
+// readBuilt reads the BUILT stamp of the build directory rdma-core.sh
+// printed.
+func readBuilt(t *testing.T, dir string) rdmaCore {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "BUILT"))
 	if err != nil {
 		t.Fatalf("rdma-core.sh printed %q: %v", dir, err)
@@ -259,20 +265,9 @@ func TestRdmaCoreSuite(t *testing.T) {
 	}
 	var rows []result
 	for i, id := range ids {
-		ctx, cancel := context.WithTimeout(context.Background(), limit)
-		cmd := exec.CommandContext(ctx, bin, "exec", "--", runner, "--dev", d.Name, "-v", id)
-		cmd.Env = env
-		cmd.WaitDelay = 5 * time.Second
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		secs := time.Since(start).Seconds()
-		timedOut := ctx.Err() != nil
-		cancel()
-		v, reason := classify(out.String(), err, timedOut)
+		v, reason, secs, out := runSuiteTest(bin, env, runner, d.Name, id, limit)
 		if logDir != "" {
-			_ = os.WriteFile(filepath.Join(logDir, id+".log"), out.Bytes(), 0o644)
+			_ = os.WriteFile(filepath.Join(logDir, id+".log"), out, 0o644)
 		}
 		rows = append(rows, result{id: id, verdict: v, secs: secs, reason: reason})
 		if v != "OK" && v != "SKIP" && testing.Verbose() {
@@ -319,6 +314,24 @@ func TestRdmaCoreSuite(t *testing.T) {
 	for _, u := range unlisted {
 		t.Errorf("not listed in known-gen2.txt: %s", u)
 	}
+}
+
+// runSuiteTest runs one test of the suite alone through `irdma-emu exec`
+// (env names the daemon and the build's libraries), within limit, and
+// classifies its outcome.
+func runSuiteTest(bin string, env []string, runner, dev, id string, limit time.Duration) (verdict, reason string, secs float64, out []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "exec", "--", runner, "--dev", dev, "-v", id)
+	cmd.Env = env
+	cmd.WaitDelay = 5 * time.Second
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	start := time.Now()
+	err := cmd.Run()
+	secs = time.Since(start).Seconds()
+	verdict, reason = classify(b.String(), err, ctx.Err() != nil)
+	return verdict, reason, secs, b.Bytes()
 }
 
 // writeTable writes the table as Markdown and as tab-separated text.

@@ -189,3 +189,21 @@ func TestSRQPingpong(t *testing.T) {
 		t.Errorf("the peer daemon received %d packets", rx)
 	}
 }
+
+// TestSRQPingpongGEN3Libirdma44: Debian's libirdma 44 cannot open a GEN_3
+// device at all. A kernel with GEN_3 support refuses a provider that does
+// not announce the GEN_3 WQE format (verbs.c irdma_alloc_ucontext:
+// IRDMA_SUPPORT_WQE_FORMAT_V2 missing from the request's comp_mask on
+// hw_rev ≥ GEN_3: -EOPNOTSUPP), and libirdma 44 (umain.c
+// irdma_ualloc_context) knows no comp_mask: it tries userspace_ver 5, then
+// 4, both refused, so ibv_open_device fails and srq_pingpong says
+// "Couldn't get context for irdma0" and returns 1, as on an E2100.
+func TestSRQPingpongGEN3Libirdma44(t *testing.T) {
+	needPrograms(t, "ibv_srq_pingpong")
+	nodes := startNodes(t, 1, "--profile", "gen3")
+	p := nodes[0].run(t, "ibv_srq_pingpong", "-g", "1", "-p", freePort(t))
+	if code := p.wait(t, 20*time.Second); code != 1 || p.stderr.String() != "Couldn't get context for irdma0\n" || p.stdout.String() != "" {
+		t.Errorf("exit status %d, stdout %q, stderr %q; want 1, nothing, \"Couldn't get context for irdma0\\n\"\n%s",
+			code, p.stdout.String(), p.stderr.String(), dump(p))
+	}
+}
