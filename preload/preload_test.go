@@ -242,6 +242,45 @@ func TestMechanics(t *testing.T) {
 	}
 }
 
+// TestArenaPolicy runs check.c's policy mode under each IRDMA_EMU_ARENA
+// setting: who gets the arena (the provider's rings; the program's
+// page-aligned buffers of at least IRDMA_EMU_ARENA_MIN bytes, by every
+// page-aligned allocation function), free, realloc and reallocarray out of
+// the arena, malloc_usable_size, and fork (a private copy of a program
+// buffer, the arena's holes costing the child no memory).
+func TestArenaPolicy(t *testing.T) {
+	l := lib(t)
+	dir := t.TempDir()
+	bin := buildCheck(t, dir)
+	root := tree(t, dir)
+	for _, c := range []struct {
+		mode string
+		env  []string
+	}{
+		{"all", nil},
+		{"all", []string{"IRDMA_EMU_ARENA=all"}},
+		{"min", []string{"IRDMA_EMU_ARENA_MIN=16384"}},
+		{"rings", []string{"IRDMA_EMU_ARENA=rings"}},
+		{"off", []string{"IRDMA_EMU_ARENA=0"}},
+	} {
+		t.Run(strings.Join(append([]string{c.mode}, c.env...), ","), func(t *testing.T) {
+			s := startServer(t, dir)
+			cmd := exec.Command(bin, "policy", c.mode)
+			cmd.Env = env(l, root, s.Path, c.env...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			t.Logf("check output:\n%s", stdout.String())
+			if err != nil || !strings.Contains(stdout.String(), "\ndone\n") {
+				t.Fatalf("check: %v\nstderr:\n%s", err, stderr.String())
+			}
+			if c.mode == "all" && !strings.Contains(stderr.String(), "arena: memalign(4096, 131072) from the program") {
+				t.Errorf("no debug line for the program's buffer:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
 // TestThreads: commands from several threads on shared and private
 // descriptors, concurrent arena growth (MEM on every connection) and
 // descriptor churn.
