@@ -154,6 +154,23 @@ func env(lib, root, sock string, extra ...string) []string {
 	return append(e, extra...)
 }
 
+// runCheck runs check.c's binary with args in environment e, fails the
+// test unless it ends with "done", and returns its stderr (the preload's
+// debug lines).
+func runCheck(t *testing.T, bin string, e []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = e
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("check output:\n%s", stdout.String())
+	if err != nil || !strings.Contains(stdout.String(), "\ndone\n") {
+		t.Fatalf("check: %v\nstderr:\n%s", err, stderr.String())
+	}
+	return stderr.String()
+}
+
 // TestMechanics runs check.c under the preload against the canned server:
 // stat faking, open with HELLO and /proc/self/mem, ENOTTY ioctls, EINVAL
 // reads, a command whose reply passes descriptors (patched into the
@@ -165,15 +182,7 @@ func TestMechanics(t *testing.T) {
 	bin := buildCheck(t, dir)
 	root := tree(t, dir)
 	s := startServer(t, dir)
-	cmd := exec.Command(bin)
-	cmd.Env = env(l, root, s.Path)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	t.Logf("check output:\n%s", stdout.String())
-	if err != nil || !strings.Contains(stdout.String(), "\ndone\n") {
-		t.Fatalf("check: %v\nstderr:\n%s", err, stderr.String())
-	}
+	stderr := runCheck(t, bin, env(l, root, s.Path))
 
 	// The server's side of the story.
 	events := s.Drain()
@@ -237,8 +246,8 @@ func TestMechanics(t *testing.T) {
 	if string(buf[:n]) != "via-fd" {
 		t.Errorf("passed descriptor carried %q", buf[:n])
 	}
-	if !strings.Contains(stderr.String(), "arena: memalign(4096, 8192) from libirdma-fake.so") {
-		t.Errorf("no arena debug line:\n%s", stderr.String())
+	if !strings.Contains(stderr, "arena: memalign(4096, 8192) from libirdma-fake.so") {
+		t.Errorf("no arena debug line:\n%s", stderr)
 	}
 }
 
@@ -265,17 +274,9 @@ func TestArenaPolicy(t *testing.T) {
 	} {
 		t.Run(strings.Join(append([]string{c.mode}, c.env...), ","), func(t *testing.T) {
 			s := startServer(t, dir)
-			cmd := exec.Command(bin, "policy", c.mode)
-			cmd.Env = env(l, root, s.Path, c.env...)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			t.Logf("check output:\n%s", stdout.String())
-			if err != nil || !strings.Contains(stdout.String(), "\ndone\n") {
-				t.Fatalf("check: %v\nstderr:\n%s", err, stderr.String())
-			}
-			if c.mode == "all" && !strings.Contains(stderr.String(), "arena: memalign(4096, 131072) from the program") {
-				t.Errorf("no debug line for the program's buffer:\n%s", stderr.String())
+			stderr := runCheck(t, bin, env(l, root, s.Path, c.env...), "policy", c.mode)
+			if c.mode == "all" && !strings.Contains(stderr, "arena: memalign(4096, 131072) from the program") {
+				t.Errorf("no debug line for the program's buffer:\n%s", stderr)
 			}
 		})
 	}
