@@ -21,7 +21,8 @@
  * (ftruncate, then one more MAP_FIXED piece) as needed, so memfd offset and
  * address differ by a constant and free() recognises arena pointers with one
  * range check. The memfd is sparse: a piece costs memory only where it is
- * touched. Allocations are whole pages (a 64-byte shadow area gets a page of
+ * touched; free gives blocks of ARENA_KEEP_BELOW bytes or more back to it.
+ * Allocations are whole pages (a 64-byte shadow area gets a page of
  * its own, so it shares its page with nothing else).
  */
 #define _GNU_SOURCE
@@ -41,6 +42,7 @@
 
 #define ARENA_RESERVE (4ULL << 30) /* address space, not memory */
 #define ARENA_MIN_GROW (1UL << 20)
+#define ARENA_KEEP_BELOW (128UL << 10) /* free keeps smaller blocks' pages (glibc's mmap threshold) */
 #define PROBE_PAGES 4096 /* mincore window when copying the arena in a fork child */
 
 struct ext {
@@ -375,6 +377,10 @@ static void *arena_alloc(size_t align, size_t size, uintptr_t pc, int prov, cons
 		A.fallbacks++;
 	}
 	pthread_mutex_unlock(&A.lock);
+	/* The provider's rings start zeroed (no stale valid bits): the pages
+	 * may be a freed block's. */
+	if (p != NULL && prov)
+		memset(p, 0, len);
 	if (!iemu_env.debug)
 		return p;
 	if (prov && p != NULL)
@@ -441,8 +447,12 @@ __attribute__((noinline)) static void arena_free(void *p)
 	e->used = 0;
 	A.frees++;
 	A.inuse -= e->len;
-	/* Give the pages back; they read as zeros when reused. */
-	if (madvise((void *)e->addr, e->len, e->addr >= A.live ? MADV_REMOVE : MADV_DONTNEED) < 0)
+	/* Give large blocks' pages back, as glibc munmaps its mmapped chunks;
+	 * smaller ones keep theirs for the next allocation, as heap chunks
+	 * do (a page fault on shared memory after MADV_REMOVE costs more
+	 * than the reuse saves: docs/preload.md). */
+	if (e->len >= ARENA_KEEP_BELOW &&
+	    madvise((void *)e->addr, e->len, e->addr >= A.live ? MADV_REMOVE : MADV_DONTNEED) < 0)
 		iemu_dbg("arena: madvise: %s", strerror(errno));
 	/* Merge with free neighbours on the same side of the fork line. */
 	if (i + 1 < A.n && !A.ext[i + 1].used && (A.ext[i + 1].addr >= A.live) == (a >= A.live) &&

@@ -217,7 +217,16 @@ static int policy(const char *which)
 	}
 
 	/* a buffer in the arena: the daemon sees the program's stores; free
-	 * gives the pages back (zeros when reused) */
+	 * gives a large block's pages back (zeros when reused), keeps a small
+	 * one's (as the heap does) */
+	unsigned char *large = memalign(4096, 256 << 10);
+	memcpy(large + (256 << 10) - 8, "largebf", 8);
+	CHECK("large-shared", tcmd(fd, 0x1002, large + (256 << 10) - 8, "largebf", 8) > 0, "daemon cannot see it");
+	uintptr_t largea = (uintptr_t)large; /* compared after the free */
+	free(large);
+	large = memalign(4096, 256 << 10);
+	CHECK("large-reuse-zero", (uintptr_t)large == largea && large[(256 << 10) - 8] == 0, "%p vs %#lx",
+	      (void *)large, (unsigned long)largea);
 	unsigned char *buf = memalign(4096, 65536);
 	memcpy(buf + 65536 - 8, "progbuf", 8);
 	CHECK("buffer-shared", tcmd(fd, 0x1002, buf + 65536 - 8, "progbuf", 8) > 0, "daemon cannot see it");
@@ -225,8 +234,16 @@ static int policy(const char *which)
 	uintptr_t bufa = (uintptr_t)buf; /* compared after the free */
 	free(buf);
 	unsigned char *again = memalign(4096, 65536);
-	CHECK("buffer-reuse-zero", (uintptr_t)again == bufa && again[65536 - 8] == 0, "%p vs %#lx", (void *)again,
-	      (unsigned long)bufa);
+	CHECK("buffer-reuse-kept", (uintptr_t)again == bufa && memcmp(again + 65536 - 8, "progbuf", 8) == 0,
+	      "%p vs %#lx", (void *)again, (unsigned long)bufa);
+	/* a provider ring on a freed program block starts zeroed */
+	free(again);
+	unsigned char *ring2 = fake_hw_alloc(65536);
+	CHECK("ring-on-freed-zero", (uintptr_t)ring2 == bufa && ring2[65536 - 8] == 0, "%p", (void *)ring2);
+	fake_hw_free(ring2);
+	free(large);
+	again = memalign(4096, 65536);
+	bufa = (uintptr_t)again; /* first fit: where large was */
 
 	/* realloc leaves the arena (into libc's heap) with the bytes */
 	memcpy(again, "realloc-me", 10);
