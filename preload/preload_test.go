@@ -154,6 +154,23 @@ func env(lib, root, sock string, extra ...string) []string {
 	return append(e, extra...)
 }
 
+// runCheck runs check.c's binary with args in environment e, fails the
+// test unless it ends with "done", and returns its stderr (the preload's
+// debug lines).
+func runCheck(t *testing.T, bin string, e []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = e
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("check output:\n%s", stdout.String())
+	if err != nil || !strings.Contains(stdout.String(), "\ndone\n") {
+		t.Fatalf("check: %v\nstderr:\n%s", err, stderr.String())
+	}
+	return stderr.String()
+}
+
 // TestMechanics runs check.c under the preload against the canned server:
 // stat faking, open with HELLO and /proc/self/mem, ENOTTY ioctls, EINVAL
 // reads, a command whose reply passes descriptors (patched into the
@@ -165,15 +182,7 @@ func TestMechanics(t *testing.T) {
 	bin := buildCheck(t, dir)
 	root := tree(t, dir)
 	s := startServer(t, dir)
-	cmd := exec.Command(bin)
-	cmd.Env = env(l, root, s.Path)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	t.Logf("check output:\n%s", stdout.String())
-	if err != nil || !strings.Contains(stdout.String(), "\ndone\n") {
-		t.Fatalf("check: %v\nstderr:\n%s", err, stderr.String())
-	}
+	stderr := runCheck(t, bin, env(l, root, s.Path))
 
 	// The server's side of the story.
 	events := s.Drain()
@@ -237,8 +246,39 @@ func TestMechanics(t *testing.T) {
 	if string(buf[:n]) != "via-fd" {
 		t.Errorf("passed descriptor carried %q", buf[:n])
 	}
-	if !strings.Contains(stderr.String(), "arena: memalign(4096, 8192) from libirdma-fake.so") {
-		t.Errorf("no arena debug line:\n%s", stderr.String())
+	if !strings.Contains(stderr, "arena: memalign(4096, 8192) from libirdma-fake.so") {
+		t.Errorf("no arena debug line:\n%s", stderr)
+	}
+}
+
+// TestArenaPolicy runs check.c's policy mode under each IRDMA_EMU_ARENA
+// setting: who gets the arena (the provider's rings; the program's
+// page-aligned buffers of at least IRDMA_EMU_ARENA_MIN bytes, by every
+// page-aligned allocation function), free, realloc and reallocarray out of
+// the arena, malloc_usable_size, and fork (a private copy of a program
+// buffer, the arena's holes costing the child no memory).
+func TestArenaPolicy(t *testing.T) {
+	l := lib(t)
+	dir := t.TempDir()
+	bin := buildCheck(t, dir)
+	root := tree(t, dir)
+	for _, c := range []struct {
+		mode string
+		env  []string
+	}{
+		{"all", nil},
+		{"all", []string{"IRDMA_EMU_ARENA=all"}},
+		{"min", []string{"IRDMA_EMU_ARENA_MIN=16384"}},
+		{"rings", []string{"IRDMA_EMU_ARENA=rings"}},
+		{"off", []string{"IRDMA_EMU_ARENA=0"}},
+	} {
+		t.Run(strings.Join(append([]string{c.mode}, c.env...), ","), func(t *testing.T) {
+			s := startServer(t, dir)
+			stderr := runCheck(t, bin, env(l, root, s.Path, c.env...), "policy", c.mode)
+			if c.mode == "all" && !strings.Contains(stderr, "arena: memalign(4096, 131072) from the program") {
+				t.Errorf("no debug line for the program's buffer:\n%s", stderr)
+			}
+		})
 	}
 }
 

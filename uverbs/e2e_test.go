@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -206,8 +207,17 @@ func (s *syncBuffer) String() string {
 // the server does not listen yet (a server prints its banner before it
 // listens): "Couldn't connect" (pingpong), "Unable to open file
 // descriptor for socket connection" (perftest).
+//
+// It first waits (up to 20 s) for the server's TCP port — the argument
+// after "-p" — to listen: on a loaded machine a client may take longer
+// than the retry window below to fail its connect.
 func startClient(t *testing.T, ctx context.Context, dm *daemon, tool string, args []string) (*exec.Cmd, *syncBuffer, chan error) {
 	t.Helper()
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "-p" {
+			waitListen(args[i+1], 20*time.Second)
+		}
+	}
 	for try := 0; ; try++ {
 		out := &syncBuffer{}
 		c := dm.cmd(ctx, tool, args...)
@@ -316,5 +326,30 @@ func TestE2ENotifyFD(t *testing.T) {
 	}
 	if st := dm.p.Stats(); st.Sessions != 0 || st.NotifyContexts != 0 {
 		t.Fatalf("stats %+v after the program ended", st)
+	}
+}
+
+// waitListen waits until a TCP socket listens on port or within passes
+// (the server is ready: connecting to find out would take the one
+// connection it accepts).
+func waitListen(port string, within time.Duration) {
+	pn, err := strconv.Atoi(port)
+	if err != nil {
+		return
+	}
+	want := fmt.Sprintf(":%04X", pn)
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				fl := strings.Fields(l)
+				if len(fl) > 3 && strings.HasSuffix(fl[1], want) && fl[3] == "0A" {
+					return
+				}
+			}
+		}
 	}
 }

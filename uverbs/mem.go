@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"sync/atomic"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -217,7 +218,8 @@ func (s *Session) userPages(start, length uint64, queue bool) ([]uint64, *hostme
 	if _, err := pm.ReadAt(b[:], int64(end-1)); err != nil {
 		return nil, nil, eFAULT
 	}
-	r, err := s.p.mem.MapIO(progMem{pm}, progMem{pm}, int64(base), int(size), fmt.Sprintf("mr-%d-%#x", s.id, start))
+	io := progMem{f: pm, calls: &s.p.procMemCalls}
+	r, err := s.p.mem.MapIO(io, io, int64(base), int(size), fmt.Sprintf("mr-%d-%#x", s.id, start))
 	if err != nil {
 		return nil, nil, eNOMEM
 	}
@@ -243,10 +245,18 @@ func (s *Session) userPages(start, length uint64, queue bool) ([]uint64, *hostme
 // silence once the session's cleanup has destroyed the QP (retries
 // exceeded). Zeros stand for the stale contents a NIC would read. An
 // address the live program has not mapped still fails (EIO).
-type progMem struct{ f *os.File }
+//
+// Every call is a system call (pread/pwrite of the descriptor) and is
+// counted in calls (Provider.ProcMemCalls): the figure that says how much
+// of a program's traffic missed the shared arena.
+type progMem struct {
+	f     *os.File
+	calls *atomic.Uint64
+}
 
 // ReadAt implements io.ReaderAt.
 func (m progMem) ReadAt(p []byte, off int64) (int, error) {
+	m.calls.Add(1)
 	n, err := m.f.ReadAt(p, off)
 	if err == io.EOF { // no address space any more
 		clear(p[n:])
@@ -257,6 +267,7 @@ func (m progMem) ReadAt(p []byte, off int64) (int, error) {
 
 // WriteAt implements io.WriterAt.
 func (m progMem) WriteAt(p []byte, off int64) (int, error) {
+	m.calls.Add(1)
 	n, err := m.f.WriteAt(p, off)
 	if errors.Is(err, io.ErrUnexpectedEOF) { // no address space any more
 		return len(p), nil

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
@@ -35,7 +36,8 @@ func TestProgMemAfterExit(t *testing.T) {
 	defer f.Close()
 	mem := hostmem.New()
 	defer mem.Close()
-	pm := progMem{f}
+	var calls atomic.Uint64
+	pm := progMem{f: f, calls: &calls}
 	r, err := mem.MapIO(pm, pm, stack, hostmem.PageSize, "stack")
 	if err != nil {
 		t.Fatal(err)

@@ -159,6 +159,8 @@ type Provider struct {
 	suppressedGone uint64
 	notifyWakeups  atomic.Uint64 // eventfd reads: notifications that woke the daemon
 
+	procMemCalls atomic.Uint64 // reads and writes of programs' /proc/self/mem (progMem)
+
 	doorbells atomic.Uint64 // SQ doorbell hints delivered by Poll
 	foreignDB atomic.Uint64 // doorbell values naming no QP of the context
 	panics    atomic.Uint64 // commands that panicked (a bug; answered -EIO)
@@ -379,12 +381,16 @@ type Stats struct {
 	NotifyContexts       int
 	NotifyWakeups        uint64
 	Notified, Suppressed uint64
+	// ProcMemCalls is the reads and writes of programs' /proc/self/mem:
+	// registrations outside shared memory (mem.go progMem), one system
+	// call each. Memory in the programs' arenas is reached without one.
+	ProcMemCalls uint64
 }
 
 // Stats returns the provider's counters.
 func (p *Provider) Stats() Stats {
 	st := Stats{Sessions: p.Sessions(), Doorbells: p.doorbells.Load(), ForeignDoorbells: p.foreignDB.Load(),
-		Panics: p.panics.Load(), NotifyWakeups: p.notifyWakeups.Load()}
+		Panics: p.panics.Load(), NotifyWakeups: p.notifyWakeups.Load(), ProcMemCalls: p.procMemCalls.Load()}
 	p.nmu.Lock()
 	st.NotifyContexts = len(p.notifiers)
 	st.Notified, st.Suppressed = p.notifiedGone, p.suppressedGone

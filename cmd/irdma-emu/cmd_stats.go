@@ -172,6 +172,7 @@ func formatStats(s daemon.Stats, prev *daemon.Stats, oneQP bool) string {
 		db := pt.Doorbells
 		p("  doorbells: %d polled, %d foreign; notifications: %d contexts, %d wake-ups, %d posts notified, %d suppressed\n",
 			db.Polled, db.Foreign, db.NotifyContexts, db.NotifyWakeups, db.Notified, db.Suppressed)
+		p("  program memory outside shared memory: %d /proc/<pid>/mem calls\n", pt.ProcMemCalls)
 		l := pt.Link
 		p("\nlink (UDP/4791 on %s, %s)\n", strings.Join(l.Addrs, " "), l.Mode)
 		p("  %-4s %14s %16s %12s %12s\n", "", "frames", "bytes", "calls", "frames/call")

@@ -89,6 +89,10 @@ type PortStats struct {
 	// Doorbells are the user contexts' doorbells and notifications (the
 	// uverbs provider's counters; zero with another attach handler).
 	Doorbells Doorbells `json:"doorbells"`
+	// ProcMemCalls is the system calls on programs' /proc/self/mem for
+	// memory registered outside their shared arenas (docs/preload.md
+	// "Memory the device reaches"): zero while every buffer is shared.
+	ProcMemCalls uint64 `json:"proc_mem_calls"`
 }
 
 // Doorbells count how the programs' posts reached the data plane
@@ -257,6 +261,7 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 		u := ps.Stats()
 		p.Doorbells = Doorbells{Polled: u.Doorbells, Foreign: u.ForeignDoorbells, NotifyContexts: u.NotifyContexts,
 			NotifyWakeups: u.NotifyWakeups, Notified: u.Notified, Suppressed: u.Suppressed}
+		p.ProcMemCalls = u.ProcMemCalls
 	}
 	sc := es.Sched
 	p.Sched = Sched{Wakeups: sc.Wakeups, TimerArms: sc.TimerArms, Parks: sc.Parks, Unparks: sc.Unparks,

@@ -1,4 +1,5 @@
-/* libirdma-emu-preload: the shared arena for the provider's rings.
+/* libirdma-emu-preload: the shared arena for the provider's rings and the
+ * program's large page-aligned buffers.
  *
  * libirdma allocates the memory the device polls — SQ/RQ rings with their
  * shadow area, CQ rings, CQ shadow areas — with memalign(4096, ...)
@@ -6,7 +7,13 @@
  * REG_MR of reg_type QP or CQ. The daemon must reach it zero-copy, so
  * page-aligned allocations whose caller lies in an object named libirdma*
  * are served from a memfd mapped MAP_SHARED, and every piece of that memfd
- * is announced to the daemon with a MEM message (docs/preload.md). Every
+ * is announced to the daemon with a MEM message (docs/preload.md).
+ * Programs allocate their data buffers the same way (perftest's
+ * host_memory_allocate_buffer: memalign(page size, size); ibv_rc_pingpong:
+ * memalign(page_size, size)), so page-aligned allocations of at least
+ * IRDMA_EMU_ARENA_MIN bytes from any caller are served too (unless
+ * IRDMA_EMU_ARENA=rings): a registration inside the arena is plain loads
+ * and stores for the daemon instead of a system call per packet. Every
  * other allocation goes to libc untouched.
  *
  * Layout: one address range of ARENA_RESERVE bytes is reserved PROT_NONE at
@@ -14,7 +21,8 @@
  * (ftruncate, then one more MAP_FIXED piece) as needed, so memfd offset and
  * address differ by a constant and free() recognises arena pointers with one
  * range check. The memfd is sparse: a piece costs memory only where it is
- * touched. Allocations are whole pages (a 64-byte shadow area gets a page of
+ * touched; free gives blocks of ARENA_KEEP_BELOW bytes or more back to it.
+ * Allocations are whole pages (a 64-byte shadow area gets a page of
  * its own, so it shares its page with nothing else).
  */
 #define _GNU_SOURCE
@@ -34,6 +42,7 @@
 
 #define ARENA_RESERVE (4ULL << 30) /* address space, not memory */
 #define ARENA_MIN_GROW (1UL << 20)
+#define ARENA_KEEP_BELOW (128UL << 10) /* free keeps smaller blocks' pages (glibc's mmap threshold) */
 #define PROBE_PAGES 4096 /* mincore window when copying the arena in a fork child */
 
 struct ext {
@@ -56,11 +65,12 @@ static struct {
 	struct ext *ext; /* sorted by address, covering [lo, start+fsize) */
 	size_t n, cap;
 	/* statistics, for IRDMA_EMU_DEBUG */
-	unsigned long allocs, frees, fallbacks, pieces;
+	unsigned long allocs, frees, fallbacks, pieces, buffers, reallocs;
 	size_t inuse, peak;
 } A = { .lock = PTHREAD_MUTEX_INITIALIZER, .memfd = -1 };
 
-static void *real_memalign, *real_posix_memalign, *real_aligned_alloc, *real_free;
+static void *real_memalign, *real_posix_memalign, *real_aligned_alloc, *real_free, *real_realloc,
+	*real_malloc_usable_size, *real_valloc, *real_pvalloc, *real_malloc;
 
 /* dlsym may itself call free; such a free during the lookup of free leaks
  * its block rather than recursing. */
@@ -79,6 +89,11 @@ void iemu_arena_init(void)
 	(void)REAL(memalign);
 	(void)REAL(posix_memalign);
 	(void)REAL(aligned_alloc);
+	(void)REAL(realloc);
+	(void)REAL(malloc);
+	(void)REAL(malloc_usable_size);
+	(void)REAL(valloc);
+	(void)REAL(pvalloc);
 }
 
 void iemu_arena_lock(void) { pthread_mutex_lock(&A.lock); }
@@ -338,7 +353,7 @@ static int grow(size_t need)
 	return 0;
 }
 
-static void *arena_alloc(size_t align, size_t size, uintptr_t pc, const char *fn)
+static void *arena_alloc(size_t align, size_t size, uintptr_t pc, int prov, const char *fn)
 {
 	size_t len;
 	void *p = NULL;
@@ -354,6 +369,7 @@ static void *arena_alloc(size_t align, size_t size, uintptr_t pc, const char *fn
 	}
 	if (p != NULL) {
 		A.allocs++;
+		A.buffers += !prov;
 		A.inuse += len;
 		if (A.inuse > A.peak)
 			A.peak = A.inuse;
@@ -361,23 +377,33 @@ static void *arena_alloc(size_t align, size_t size, uintptr_t pc, const char *fn
 		A.fallbacks++;
 	}
 	pthread_mutex_unlock(&A.lock);
-	if (p != NULL)
+	/* The provider's rings start zeroed (no stale valid bits): the pages
+	 * may be a freed block's. */
+	if (p != NULL && prov)
+		memset(p, 0, len);
+	if (!iemu_env.debug)
+		return p;
+	if (prov && p != NULL)
 		iemu_dbg("arena: %s(%zu, %zu) from %s+%#lx -> %p", fn, align, size, prov_name,
 			 (unsigned long)(pc - prov_lo), p);
-	else
+	else if (prov)
 		iemu_dbg("arena: %s(%zu, %zu) from %s+%#lx not served: falling back to libc", fn, align,
 			 size, prov_name, (unsigned long)(pc - prov_lo));
+	else if (p != NULL)
+		iemu_dbg("arena: %s(%zu, %zu) from the program (%#lx) -> %p", fn, align, size,
+			 (unsigned long)pc, p);
+	else
+		iemu_dbg("arena: %s(%zu, %zu) from the program (%#lx) not served: falling back to libc",
+			 fn, align, size, (unsigned long)pc);
 	return p;
 }
 
-__attribute__((noinline)) static void arena_free(void *p)
+/* find_alloc returns the index of the allocation that starts at a, or
+ * A.n when none does (A.lock held). */
+static size_t find_alloc(uintptr_t a)
 {
-	uintptr_t a = (uintptr_t)p;
-	size_t lo = 0, hi, i;
-	struct ext *e;
+	size_t lo = 0, hi = A.n;
 
-	pthread_mutex_lock(&A.lock);
-	hi = A.n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		if (A.ext[mid].addr < a)
@@ -385,8 +411,34 @@ __attribute__((noinline)) static void arena_free(void *p)
 		else
 			hi = mid;
 	}
-	i = lo;
-	if (i == A.n || A.ext[i].addr != a || !A.ext[i].used) {
+	if (lo == A.n || A.ext[lo].addr != a || !A.ext[lo].used)
+		return A.n;
+	return lo;
+}
+
+/* alloc_len returns the length of the arena allocation at p, 0 if p is not
+ * the start of one. */
+static size_t alloc_len(const void *p)
+{
+	size_t i, len = 0;
+
+	pthread_mutex_lock(&A.lock);
+	i = find_alloc((uintptr_t)p);
+	if (i < A.n)
+		len = A.ext[i].len;
+	pthread_mutex_unlock(&A.lock);
+	return len;
+}
+
+__attribute__((noinline)) static void arena_free(void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	size_t i;
+	struct ext *e;
+
+	pthread_mutex_lock(&A.lock);
+	i = find_alloc(a);
+	if (i == A.n) {
 		pthread_mutex_unlock(&A.lock);
 		iemu_dbg("arena: free(%p) is no arena allocation: ignored", p);
 		return;
@@ -395,8 +447,12 @@ __attribute__((noinline)) static void arena_free(void *p)
 	e->used = 0;
 	A.frees++;
 	A.inuse -= e->len;
-	/* Give the pages back; they read as zeros when reused. */
-	if (madvise((void *)e->addr, e->len, e->addr >= A.live ? MADV_REMOVE : MADV_DONTNEED) < 0)
+	/* Give large blocks' pages back, as glibc munmaps its mmapped chunks;
+	 * smaller ones keep theirs for the next allocation, as heap chunks
+	 * do (a page fault on shared memory after MADV_REMOVE costs more
+	 * than the reuse saves: docs/preload.md). */
+	if (e->len >= ARENA_KEEP_BELOW &&
+	    madvise((void *)e->addr, e->len, e->addr >= A.live ? MADV_REMOVE : MADV_DONTNEED) < 0)
 		iemu_dbg("arena: madvise: %s", strerror(errno));
 	/* Merge with free neighbours on the same side of the fork line. */
 	if (i + 1 < A.n && !A.ext[i + 1].used && (A.ext[i + 1].addr >= A.live) == (a >= A.live) &&
@@ -432,14 +488,28 @@ static void privatize(uintptr_t a, size_t len, int from_fd)
 	}
 	if (!from_fd)
 		memcpy(tmp, (void *)a, len);
+	/* Copy only the memfd's data: its holes (pages never touched, or
+	 * given back by free) stay untouched zero pages of the copy, so a
+	 * child does not pay memory for the arena's unused part. */
 	while (from_fd && done < len) {
-		n = syscall(SYS_pread64, A.memfd, (char *)tmp + done, len - done,
-			    (off_t)(a - A.start + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break; /* beyond the end: zeros */
-		done += (size_t)n;
+		off_t at = (off_t)(a - A.start + done), data, hole;
+		data = (off_t)syscall(SYS_lseek, A.memfd, at, SEEK_DATA);
+		if (data < 0 || (size_t)(data - at) >= len - done)
+			break; /* ENXIO: no data up to the end */
+		hole = (off_t)syscall(SYS_lseek, A.memfd, data, SEEK_HOLE);
+		if (hole < 0 || (size_t)(hole - at) > len - done)
+			hole = at + (off_t)(len - done);
+		done += (size_t)(data - at);
+		while (at = (off_t)(a - A.start + done), at < hole) {
+			n = syscall(SYS_pread64, A.memfd, (char *)tmp + done, (size_t)(hole - at), at);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			done += (size_t)n;
+		}
+		if (at < hole)
+			break; /* a read error: the rest reads as zeros */
 	}
 	if (syscall(SYS_mremap, tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)a) == -1) {
 		iemu_dbg("arena: fork: mremap: %s", strerror(errno));
@@ -510,21 +580,32 @@ void iemu_arena_report(void)
 {
 	if (A.allocs == 0 && A.fallbacks == 0)
 		return;
-	iemu_dbg("arena: %lu allocations (%zu bytes at peak, %zu still in use), %lu frees, "
-		 "%lu pieces (%zu bytes of memfd), %lu fallbacks to libc",
-		 A.allocs, A.peak, A.inuse, A.frees, A.pieces, A.fsize, A.fallbacks);
+	iemu_dbg("arena: %lu allocations (%lu of them program buffers; %zu bytes at peak, %zu still "
+		 "in use), %lu frees, %lu reallocs out of the arena, %lu pieces (%zu bytes of memfd), "
+		 "%lu fallbacks to libc",
+		 A.allocs, A.buffers, A.peak, A.inuse, A.frees, A.reallocs, A.pieces, A.fsize,
+		 A.fallbacks);
 }
 
 /* ---------------------------------------------------------------------
  * Interposed allocation functions
  */
 
+/* wanted decides who gets the arena: a page-aligned allocation (a power
+ * of two, at least a page) called from the provider (its rings, any size),
+ * or, with IRDMA_EMU_ARENA unset or "all", one of at least
+ * IRDMA_EMU_ARENA_MIN bytes from any caller (the program's data buffers).
+ * Returns 0 (libc), 1 (the provider) or 2 (a program buffer). */
 static inline int wanted(size_t align, size_t size, uintptr_t pc)
 {
 	if (align < IEMU_PAGE || (align & (align - 1)) != 0 || size == 0)
 		return 0;
 	iemu_init();
-	return iemu_env.arena && from_provider(pc);
+	if (iemu_env.arena == IEMU_ARENA_OFF)
+		return 0;
+	if (from_provider(pc))
+		return 1;
+	return iemu_env.arena == IEMU_ARENA_ALL && size >= iemu_env.arena_min ? 2 : 0;
 }
 
 IEMU_API void *memalign(size_t align, size_t size)
@@ -532,8 +613,9 @@ IEMU_API void *memalign(size_t align, size_t size)
 	uintptr_t pc = (uintptr_t)__builtin_return_address(0);
 	__typeof__(&memalign) f;
 	void *p;
+	int w = wanted(align, size, pc);
 
-	if (wanted(align, size, pc) && (p = arena_alloc(align, size, pc, "memalign")) != NULL)
+	if (w && (p = arena_alloc(align, size, pc, w == 1, "memalign")) != NULL)
 		return p;
 	f = REAL(memalign);
 	if (f == NULL) {
@@ -548,8 +630,9 @@ IEMU_API int posix_memalign(void **out, size_t align, size_t size)
 	uintptr_t pc = (uintptr_t)__builtin_return_address(0);
 	__typeof__(&posix_memalign) f;
 	void *p;
+	int w = wanted(align, size, pc);
 
-	if (wanted(align, size, pc) && (p = arena_alloc(align, size, pc, "posix_memalign")) != NULL) {
+	if (w && (p = arena_alloc(align, size, pc, w == 1, "posix_memalign")) != NULL) {
 		*out = p;
 		return 0;
 	}
@@ -562,8 +645,9 @@ IEMU_API void *aligned_alloc(size_t align, size_t size)
 	uintptr_t pc = (uintptr_t)__builtin_return_address(0);
 	__typeof__(&aligned_alloc) f;
 	void *p;
+	int w = wanted(align, size, pc);
 
-	if (wanted(align, size, pc) && (p = arena_alloc(align, size, pc, "aligned_alloc")) != NULL)
+	if (w && (p = arena_alloc(align, size, pc, w == 1, "aligned_alloc")) != NULL)
 		return p;
 	f = REAL(aligned_alloc);
 	if (f == NULL) {
@@ -571,6 +655,113 @@ IEMU_API void *aligned_alloc(size_t align, size_t size)
 		return NULL;
 	}
 	return f(align, size);
+}
+
+/* valloc and pvalloc are page-aligned by definition (older programs
+ * allocate DMA buffers with them); pvalloc also rounds the size up to a
+ * page. */
+IEMU_API void *valloc(size_t size)
+{
+	uintptr_t pc = (uintptr_t)__builtin_return_address(0);
+	__typeof__(&valloc) f;
+	void *p;
+	int w = wanted(IEMU_PAGE, size, pc);
+
+	if (w && (p = arena_alloc(IEMU_PAGE, size, pc, w == 1, "valloc")) != NULL)
+		return p;
+	f = REAL(valloc);
+	if (f == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return f(size);
+}
+
+IEMU_API void *pvalloc(size_t size)
+{
+	uintptr_t pc = (uintptr_t)__builtin_return_address(0);
+	__typeof__(&pvalloc) f;
+	size_t rounded = (size + IEMU_PAGE - 1) & ~(size_t)(IEMU_PAGE - 1);
+	void *p;
+	int w = rounded >= size ? wanted(IEMU_PAGE, rounded ? rounded : IEMU_PAGE, pc) : 0;
+
+	if (w && (p = arena_alloc(IEMU_PAGE, rounded ? rounded : IEMU_PAGE, pc, w == 1, "pvalloc")) != NULL)
+		return p;
+	f = REAL(pvalloc);
+	if (f == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return f(size);
+}
+
+/* realloc of an arena allocation moves it to libc's heap (realloc keeps
+ * no alignment, and a grown block could not stay in place anyway): the
+ * bytes are copied and the arena pages freed. A registration of the old
+ * range goes on reaching the freed arena pages, as a NIC goes on reaching
+ * pinned pages after free(); the program must not realloc a registered
+ * buffer in either case. */
+__attribute__((noinline)) static void *arena_realloc(void *p, size_t size)
+{
+	__typeof__(&malloc) m = REAL(malloc);
+	size_t len = alloc_len(p);
+	void *q;
+
+	if (len == 0) {
+		/* Not an allocation's start: libc would abort ("invalid pointer"). */
+		iemu_dbg("arena: realloc(%p) is no arena allocation", p);
+		abort();
+	}
+	if (size == 0) { /* glibc: realloc(p, 0) frees p and returns NULL */
+		arena_free(p);
+		return NULL;
+	}
+	q = m != NULL ? m(size) : NULL;
+	if (q == NULL) {
+		errno = ENOMEM;
+		return NULL; /* p stays valid */
+	}
+	memcpy(q, p, size < len ? size : len);
+	arena_free(p);
+	pthread_mutex_lock(&A.lock);
+	A.reallocs++;
+	pthread_mutex_unlock(&A.lock);
+	return q;
+}
+
+IEMU_API void *realloc(void *p, size_t size)
+{
+	__typeof__(&realloc) f;
+
+	if (UNLIKELY(in_arena(p)))
+		return arena_realloc(p, size);
+	f = REAL(realloc);
+	if (f == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return f(p, size);
+}
+
+IEMU_API void *reallocarray(void *p, size_t n, size_t size)
+{
+	size_t total;
+
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc(p, total);
+}
+
+IEMU_API size_t malloc_usable_size(void *p)
+{
+	__typeof__(&malloc_usable_size) f;
+
+	if (UNLIKELY(in_arena(p)))
+		return alloc_len(p);
+	f = REAL(malloc_usable_size);
+	return f != NULL ? f(p) : 0;
 }
 
 __attribute__((noinline)) static void free_unresolved(void *p)

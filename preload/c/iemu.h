@@ -39,11 +39,18 @@ enum { IEMU_T_HELLO = 1, IEMU_T_CMD = 2, IEMU_T_MMAP = 3, IEMU_T_MEM = 4, IEMU_T
 
 #define IEMU_PAGE 4096u
 
+/* IRDMA_EMU_ARENA: "0" off; "rings" the provider's ring allocations only;
+ * unset, "1" or "all" also the program's page-aligned buffers of at least
+ * IRDMA_EMU_ARENA_MIN bytes (default IEMU_ARENA_MIN_DEFAULT). */
+enum { IEMU_ARENA_OFF = 0, IEMU_ARENA_RINGS = 1, IEMU_ARENA_ALL = 2 };
+#define IEMU_ARENA_MIN_DEFAULT 4096u
+
 /* Process-wide state, set once by iemu_init. */
 struct iemu_env {
 	int active;            /* IRDMA_EMU_SOCKET and SYSFS_PATH both set */
 	int debug;             /* IRDMA_EMU_DEBUG */
-	int arena;             /* serve the provider's ring allocations from the arena */
+	int arena;             /* IEMU_ARENA_*: who gets the shared arena (IRDMA_EMU_ARENA) */
+	size_t arena_min;      /* smallest program buffer served from it (IRDMA_EMU_ARENA_MIN) */
 	int notify;            /* wrap post_send to notify a parked daemon (IRDMA_EMU_NOTIFY != 0) */
 	char sock[108];        /* sockaddr_un path */
 	char sysfs[512];       /* SYSFS_PATH */

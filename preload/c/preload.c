@@ -93,12 +93,33 @@ static void do_init(void)
 	copy_env(iemu_env.sysfs, sizeof iemu_env.sysfs, "SYSFS_PATH");
 	iemu_env.active = iemu_env.sock[0] != 0 && iemu_env.sysfs[0] != 0;
 	d = getenv("IRDMA_EMU_ARENA");
-	iemu_env.arena = iemu_env.active && !(d != NULL && strcmp(d, "0") == 0);
+	iemu_env.arena = IEMU_ARENA_ALL;
+	if (!iemu_env.active || (d != NULL && strcmp(d, "0") == 0))
+		iemu_env.arena = IEMU_ARENA_OFF;
+	else if (d != NULL && strcmp(d, "rings") == 0)
+		iemu_env.arena = IEMU_ARENA_RINGS;
+	else if (d != NULL && d[0] != 0 && strcmp(d, "1") != 0 && strcmp(d, "all") != 0)
+		iemu_dbg("IRDMA_EMU_ARENA=%s: not 0, rings, 1 or all; taken as all", d);
+	iemu_env.arena_min = IEMU_ARENA_MIN_DEFAULT;
+	d = getenv("IRDMA_EMU_ARENA_MIN");
+	if (d != NULL && d[0] != 0) {
+		char *end;
+		unsigned long long v;
+		errno = 0;
+		v = strtoull(d, &end, 0);
+		if (errno == 0 && end != d && *end == 0 && v > 0)
+			iemu_env.arena_min = v < IEMU_PAGE ? IEMU_PAGE : (size_t)v;
+		else
+			iemu_dbg("IRDMA_EMU_ARENA_MIN=%s: not a positive byte count; %u taken", d,
+				 IEMU_ARENA_MIN_DEFAULT);
+	}
 	d = getenv("IRDMA_EMU_NOTIFY");
 	iemu_env.notify = iemu_env.active && !(d != NULL && strcmp(d, "0") == 0);
 	if (iemu_env.debug)
-		iemu_dbg("active=%d socket=%s sysfs=%s arena=%d notify=%d", iemu_env.active,
-			 iemu_env.sock, iemu_env.sysfs, iemu_env.arena, iemu_env.notify);
+		iemu_dbg("active=%d socket=%s sysfs=%s arena=%s (program buffers from %zu bytes) notify=%d",
+			 iemu_env.active, iemu_env.sock, iemu_env.sysfs,
+			 iemu_env.arena == IEMU_ARENA_ALL ? "all" : iemu_env.arena == IEMU_ARENA_RINGS ? "rings" : "off",
+			 iemu_env.arena_min, iemu_env.notify);
 }
 
 void iemu_init(void)

@@ -142,6 +142,161 @@ static int threads(void)
 	return 0;
 }
 
+static int in_arena(int fd, const void *p) { return tcmd(fd, 0x1004, p, NULL, 0) == 1; }
+
+static long rss_anon_kib(void)
+{
+	char line[256];
+	long v = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f != NULL && fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "RssAnon: %ld kB", &v) == 1)
+			break;
+	if (f != NULL)
+		fclose(f);
+	return v;
+}
+
+/* policy WHICH: who gets the arena under IRDMA_EMU_ARENA /
+ * IRDMA_EMU_ARENA_MIN as preload_test.go sets them: "all" (the default:
+ * page-aligned program buffers of at least a page), "min" (at least 16 KiB),
+ * "rings" and "off" (no program buffer). The provider's allocations get it
+ * in every mode but "off". */
+static int policy(const char *which)
+{
+	int all = strcmp(which, "all") == 0, min = strcmp(which, "min") == 0;
+	int off = strcmp(which, "off") == 0;
+	int fd = open(DEV, O_RDWR | O_CLOEXEC);
+	void *p = NULL;
+
+	CHECK("policy-open", fd >= 0, "open");
+	unsigned char *ring = fake_hw_alloc(64);
+	CHECK("policy-ring", ring != NULL && in_arena(fd, ring) == !off, "provider ring %p", (void *)ring);
+	fake_hw_free(ring);
+
+	/* what a program's page-aligned buffer gets, by size and function */
+	struct {
+		const char *name;
+		size_t size;
+		int want;
+	} cases[] = {
+		{ "memalign-64", 64, 0 },  /* below a page: never */
+		{ "memalign-4k", 4096, all },
+		{ "memalign-8k", 8192, all },
+		{ "memalign-16k", 16384, all || min },
+		{ "memalign-128k", 131072, all || min }, /* perftest -s 65536 */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		unsigned char *b = memalign(4096, cases[i].size);
+		CHECK(cases[i].name, b != NULL && ((uintptr_t)b & 4095) == 0 && in_arena(fd, b) == cases[i].want,
+		      "%p in the arena: %d, want %d", (void *)b, in_arena(fd, b), cases[i].want);
+		memset(b, 0x5a, cases[i].size);
+		free(b);
+	}
+	CHECK("posix-memalign", posix_memalign(&p, 8192, 65536) == 0 && ((uintptr_t)p & 8191) == 0 &&
+					in_arena(fd, p) == (all || min),
+	      "%p", p);
+	free(p);
+	p = aligned_alloc(4096, 65536);
+	CHECK("aligned-alloc", p != NULL && in_arena(fd, p) == (all || min), "%p", p);
+	free(p);
+	p = valloc(65536);
+	CHECK("valloc", p != NULL && ((uintptr_t)p & 4095) == 0 && in_arena(fd, p) == (all || min), "%p", p);
+	free(p);
+	p = malloc(1 << 20); /* no alignment asked: libc */
+	CHECK("malloc-not-arena", p != NULL && !in_arena(fd, p), "%p", p);
+	free(p);
+	p = memalign(2048, 1 << 20); /* below a page of alignment: libc */
+	CHECK("memalign-2k-align", p != NULL && !in_arena(fd, p), "%p", p);
+	free(p);
+	if (!(all || min)) {
+		close(fd);
+		printf("done\n");
+		return 0;
+	}
+
+	/* a buffer in the arena: the daemon sees the program's stores; free
+	 * gives a large block's pages back (zeros when reused), keeps a small
+	 * one's (as the heap does) */
+	unsigned char *large = memalign(4096, 256 << 10);
+	memcpy(large + (256 << 10) - 8, "largebf", 8);
+	CHECK("large-shared", tcmd(fd, 0x1002, large + (256 << 10) - 8, "largebf", 8) > 0, "daemon cannot see it");
+	uintptr_t largea = (uintptr_t)large; /* compared after the free */
+	free(large);
+	large = memalign(4096, 256 << 10);
+	CHECK("large-reuse-zero", (uintptr_t)large == largea && large[(256 << 10) - 8] == 0, "%p vs %#lx",
+	      (void *)large, (unsigned long)largea);
+	unsigned char *buf = memalign(4096, 65536);
+	memcpy(buf + 65536 - 8, "progbuf", 8);
+	CHECK("buffer-shared", tcmd(fd, 0x1002, buf + 65536 - 8, "progbuf", 8) > 0, "daemon cannot see it");
+	CHECK("usable-size", malloc_usable_size(buf) == 65536, "%zu", malloc_usable_size(buf));
+	uintptr_t bufa = (uintptr_t)buf; /* compared after the free */
+	free(buf);
+	unsigned char *again = memalign(4096, 65536);
+	CHECK("buffer-reuse-kept", (uintptr_t)again == bufa && memcmp(again + 65536 - 8, "progbuf", 8) == 0,
+	      "%p vs %#lx", (void *)again, (unsigned long)bufa);
+	/* a provider ring on a freed program block starts zeroed */
+	free(again);
+	unsigned char *ring2 = fake_hw_alloc(65536);
+	CHECK("ring-on-freed-zero", (uintptr_t)ring2 == bufa && ring2[65536 - 8] == 0, "%p", (void *)ring2);
+	fake_hw_free(ring2);
+	free(large);
+	again = memalign(4096, 65536);
+	bufa = (uintptr_t)again; /* first fit: where large was */
+
+	/* realloc leaves the arena (into libc's heap) with the bytes */
+	memcpy(again, "realloc-me", 10);
+	unsigned char *moved = realloc(again, 100000);
+	CHECK("realloc-grow", moved != NULL && memcmp(moved, "realloc-me", 10) == 0 && !in_arena(fd, moved),
+	      "%p", (void *)moved);
+	free(moved);
+	again = memalign(4096, 65536);
+	CHECK("realloc-freed", (uintptr_t)again == bufa, "the arena block was not freed by realloc: %p", (void *)again);
+	memcpy(again, "shrink", 6);
+	moved = reallocarray(again, 2, 8);
+	CHECK("reallocarray-shrink", moved != NULL && memcmp(moved, "shrink", 6) == 0 && !in_arena(fd, moved),
+	      "%p", (void *)moved);
+	free(moved);
+	again = memalign(4096, 65536);
+	CHECK("realloc-zero", (uintptr_t)again == bufa && realloc(again, 0) == NULL, "realloc(p, 0)");
+	again = memalign(4096, 65536);
+	CHECK("realloc-zero-freed", (uintptr_t)again == bufa, "%p", (void *)again);
+	free(again);
+
+	/* fork: the child gets a private copy of a program buffer (its write
+	 * reaches neither the parent nor the daemon), and the arena's untouched
+	 * pages cost the child no memory (holes stay holes) */
+	unsigned char *pb = memalign(4096, 1 << 20);
+	unsigned char *hole = memalign(4096, 64u << 20); /* never touched */
+	CHECK("fork-buffers", pb != NULL && hole != NULL && in_arena(fd, pb) && in_arena(fd, hole), "alloc");
+	memcpy(pb, "parent-buf", 10);
+	long before = rss_anon_kib();
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		long after = rss_anon_kib();
+		if (memcmp(pb, "parent-buf", 10) != 0)
+			_exit(20);
+		if (before < 0 || after < 0 || after - before > 16 * 1024)
+			_exit(21);
+		memcpy(pb, "child-buf!", 10);
+		free(hole); /* the child's own copy */
+		_exit(0);
+	}
+	int status = 0;
+	CHECK("fork-child", pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+				    WEXITSTATUS(status) == 0,
+	      "child status %#x", status);
+	CHECK("fork-private", memcmp(pb, "parent-buf", 10) == 0 && tcmd(fd, 0x1002, pb, "parent-buf", 10) > 0,
+	      "the child's write reached the parent's buffer");
+	free(pb);
+	free(hole);
+	close(fd);
+	printf("done\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct stat st, st2;
@@ -153,6 +308,8 @@ int main(int argc, char **argv)
 	(void)failed;
 	if (strcmp(mode, "threads") == 0)
 		return threads();
+	if (strcmp(mode, "policy") == 0 && argc > 2)
+		return policy(argv[2]);
 	if (strcmp(mode, "nodump") == 0) {
 		CHECK("nodump", prctl(PR_SET_DUMPABLE, 0) == 0, "prctl");
 		fd = open(DEV, O_RDWR | O_CLOEXEC);
@@ -239,11 +396,13 @@ int main(int argc, char **argv)
 	CHECK("arena-grow", big != NULL, "big");
 	memcpy(big + (3u << 20) - 8, "bigtail", 8);
 	CHECK("arena-grow-shared", tcmd(fd, 0x1002, big + (3u << 20) - 8, "bigtail", 8) > 0, "big tail");
-	void *own = memalign(4096, 8192);
+	/* below a page of alignment: the program's, in libc (mode policy
+	 * tests the program's page-aligned buffers) */
+	void *own = memalign(64, 8192);
 	CHECK("own-memalign", own != NULL, "memalign");
-	CHECK("own-not-arena", tcmd(fd, 0x1004, own, NULL, 0) == 0, "program memalign went to the arena");
+	CHECK("own-not-arena", tcmd(fd, 0x1004, own, NULL, 0) == 0, "program memalign(64) went to the arena");
 	void *own2 = NULL;
-	CHECK("own-posix-memalign", posix_memalign(&own2, 4096, 4096) == 0 && tcmd(fd, 0x1004, own2, NULL, 0) == 0,
+	CHECK("own-posix-memalign", posix_memalign(&own2, 2048, 4096) == 0 && tcmd(fd, 0x1004, own2, NULL, 0) == 0,
 	      "posix_memalign");
 	memcpy(own, "procmem!", 8);
 	CHECK("procmem", tcmd(fd, 0x1003, own, "procmem!", 8) > 0, "server cannot read via /proc/self/mem");

@@ -178,3 +178,42 @@ func TestPerftestDefaultInline(t *testing.T) {
 	nodes[0].waitResources(t, base0, 10*time.Second)
 	nodes[1].waitResources(t, base1, 10*time.Second)
 }
+
+// TestPerftestArenaBuffers: perftest allocates its buffers with
+// memalign(page size, size) (host_memory_allocate_buffer), which the
+// preload serves from the shared arena, so between two daemons a whole
+// ib_write_bw moves its payload without one system call on either
+// program's /proc/self/mem; with IRDMA_EMU_ARENA=rings (the provider's
+// rings only) the same run goes through /proc/self/mem on both sides.
+func TestPerftestArenaBuffers(t *testing.T) {
+	needPrograms(t, "ib_write_bw")
+	nodes := startNodes(t, 2)
+	for _, tc := range []struct {
+		name, arena string
+		procMem     bool
+	}{
+		{"arena", "", false},
+		{"rings", "rings", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.arena != "" {
+				t.Setenv("IRDMA_EMU_ARENA", tc.arena)
+			}
+			var before [2]uint64
+			for i, n := range nodes {
+				before[i] = n.stats(t).Port.ProcMemCalls
+			}
+			s, c := pair(t, nodes[0], nodes[1], 120*time.Second, "ib_write_bw", "-x", "1", "-F", "-s", "65536", "-n", "200")
+			if s.code() != 0 || c.code() != 0 || !strings.Contains(c.stdout.String(), "65536      200") {
+				t.Fatalf("ib_write_bw failed:\n%s", dump(s, c))
+			}
+			for i, n := range nodes {
+				calls := n.stats(t).Port.ProcMemCalls - before[i]
+				t.Logf("%s: %d /proc/<pid>/mem calls", n.addr, calls)
+				if (calls > 0) != tc.procMem {
+					t.Errorf("%s: %d /proc/<pid>/mem calls with IRDMA_EMU_ARENA=%q", n.addr, calls, tc.arena)
+				}
+			}
+		})
+	}
+}
