@@ -20,7 +20,6 @@ package conformance_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -191,12 +190,12 @@ func TestRdmaCoreSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("rdma-core's suite takes minutes: not in -short")
 	}
-	// Opt-in until .ci/run can keep the rdma-core build between runs: an
-	// uncached build takes ~25 minutes of a 2-core machine and the suite
-	// ~13 more, past CI's budget (docs/conformance.md "Running it").
+	// Opt-in: tests/run.sh runs it when IRDMA_EMU_CONFORMANCE_CI=1
+	// (docs/conformance.md "In CI").
 	if os.Getenv("IRDMA_EMU_CONFORMANCE") != "1" {
 		t.Skip("rdma-core's suite runs with IRDMA_EMU_CONFORMANCE=1 (docs/conformance.md)")
 	}
+	o := suiteOptions(t)
 	testenv.Root(t)
 	testenv.Tools(t, "rdma", "ip")
 	testenv.Program(t, "python3", "python3")
@@ -204,21 +203,8 @@ func TestRdmaCoreSuite(t *testing.T) {
 	bld := rc.build()
 	runner := filepath.Join(bld, "bin", "run_tests.py")
 
-	limit := 60 * time.Second
-	if v := os.Getenv("IRDMA_EMU_CONFORMANCE_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("IRDMA_EMU_CONFORMANCE_TIMEOUT: %v", err)
-		}
-		limit = d
-	}
-	var filter *regexp.Regexp
-	if v := os.Getenv("IRDMA_EMU_CONFORMANCE_RUN"); v != "" {
-		filter = regexp.MustCompile(v)
-	}
-
 	addr := suiteAddr(t)
-	d := daemontest.Run(t, daemontest.Options{}, "--addr", addr.String())
+	d := daemontest.Run(t, daemontest.Options{}, append(o.daemonArgs(), "--addr", addr.String())...)
 	bin := daemontest.Binary(t)
 	env := append(os.Environ(),
 		"IRDMA_EMU_RUN_DIR="+d.RunDir,
@@ -229,16 +215,14 @@ func TestRdmaCoreSuite(t *testing.T) {
 	)
 
 	// The list of tests, as the suite itself loads them.
-	list := exec.Command(bin, "exec", "--", runner, "--list-tests")
-	list.Env = env
-	lo, err := list.CombinedOutput()
-	if err != nil {
-		t.Fatalf("run_tests.py --list-tests: %v\n%s", err, lo)
+	lo, _, err, timedOut := runOne([]string{bin, "exec", "--", runner, "--list-tests"}, env, o.limit)
+	if err != nil || timedOut {
+		t.Fatalf("run_tests.py --list-tests: %v (timed out: %v)\n%s", err, timedOut, lo)
 	}
 	var ids []string
 	for _, l := range strings.Split(string(lo), "\n") {
 		if l = strings.TrimSpace(l); strings.HasPrefix(l, "tests.") {
-			if filter == nil || filter.MatchString(l) {
+			if o.filter == nil || o.filter.MatchString(l) {
 				ids = append(ids, l)
 			}
 		}
@@ -246,83 +230,102 @@ func TestRdmaCoreSuite(t *testing.T) {
 	if len(ids) == 0 {
 		t.Fatalf("no tests listed:\n%s", lo)
 	}
-	t.Logf("rdma-core %s: %d tests, %v each at most", rc.version, len(ids), limit)
+	t.Logf("rdma-core %s on %s: %d tests, %v each at most, all within %v",
+		rc.version, o.profile, len(ids), o.limit, time.Until(o.deadline).Round(time.Second))
 
 	outDir := os.Getenv("IRDMA_EMU_CONFORMANCE_OUT")
 	if outDir == "" {
 		outDir = rc.dir
 	}
 	// Every test's output, for the reasons the table abbreviates.
-	logDir := filepath.Join(outDir, "logs-gen2")
+	logDir := filepath.Join(outDir, "logs-"+o.profile)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		logDir = ""
 	}
+	suiteStart := time.Now()
 	var rows []result
 	for i, id := range ids {
-		ctx, cancel := context.WithTimeout(context.Background(), limit)
-		cmd := exec.CommandContext(ctx, bin, "exec", "--", runner, "--dev", d.Name, "-v", id)
-		cmd.Env = env
-		cmd.WaitDelay = 5 * time.Second
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		secs := time.Since(start).Seconds()
-		timedOut := ctx.Err() != nil
-		cancel()
-		v, reason := classify(out.String(), err, timedOut)
-		if logDir != "" {
-			_ = os.WriteFile(filepath.Join(logDir, id+".log"), out.Bytes(), 0o644)
+		// The whole suite has a budget too: the last tests get what is
+		// left of it, and a test cut short by it is a TIMEOUT.
+		limit := min(o.limit, time.Until(o.deadline))
+		if limit <= 0 {
+			for _, rest := range ids[i:] {
+				rows = append(rows, result{id: rest, verdict: "NOT RUN", reason: "the suite's time budget was spent"})
+			}
+			t.Errorf("the suite's time budget (IRDMA_EMU_CONFORMANCE_BUDGET, go test -timeout) was spent after %d of %d tests", i, len(ids))
+			break
 		}
-		rows = append(rows, result{id: id, verdict: v, secs: secs, reason: reason})
+		out, took, err, timedOut := runOne([]string{bin, "exec", "--", runner, "--dev", d.Name, "-v", id}, env, limit)
+		v, reason := classify(string(out), err, timedOut)
+		if logDir != "" {
+			_ = os.WriteFile(filepath.Join(logDir, id+".log"), out, 0o644)
+		}
+		rows = append(rows, result{id: id, verdict: v, secs: took.Seconds(), reason: reason})
 		if v != "OK" && v != "SKIP" && testing.Verbose() {
-			t.Logf("[%d/%d] %s %s (%.1fs): %s", i+1, len(ids), v, id, secs, reason)
+			t.Logf("[%d/%d] %s %s (%.1fs): %s", i+1, len(ids), v, id, took.Seconds(), reason)
 		}
 		if v == "TIMEOUT" || v == "CRASH" {
 			// The daemon must still be there for the next test.
 			d.WaitReady(t, 10*time.Second)
 		}
 	}
-
-	table := writeTable(t, outDir, "gen2", rc, rows)
-	t.Logf("table: %s", table)
+	wall := time.Since(suiteStart)
 
 	// Judge against the list of known non-passing tests.
-	kn := known(t, "known-gen2.txt")
-	counts := map[string]int{}
-	listed := 0
-	var unlisted, fixed []string
-	seen := map[string]bool{}
+	j := judge(rows, known(t, "known-"+o.profile+".txt"))
+	table := writeTable(t, outDir, o.profile, rc, rows, j.summary(wall))
+	t.Logf("table: %s", table)
+	fmt.Printf("\n== rdma-core %s suite on irdma-emu %s: %s\n", rc.version, o.profile, j.summary(wall))
+	for _, f := range j.fixed {
+		t.Logf("now passes, remove it from known-%s.txt: %s", o.profile, f)
+	}
+	for _, u := range j.unlisted {
+		t.Errorf("not listed in known-%s.txt: %s", o.profile, u)
+	}
+}
+
+// verdicts is the judgement of a table against known-<profile>.txt.
+type verdicts struct {
+	total, listed int
+	counts        map[string]int // by verdict
+	unlisted      []string       // tests that fail the Go test
+	fixed         []string       // listed tests that passed or were skipped
+}
+
+// judge: OK and SKIP pass; FAIL, ERROR and CRASH pass when listed;
+// TIMEOUT (no test may hang) and NOT RUN never do.
+func judge(rows []result, kn map[string]string) verdicts {
+	j := verdicts{total: len(rows), counts: map[string]int{}}
 	for _, r := range rows {
-		counts[r.verdict]++
-		seen[r.id] = true
+		j.counts[r.verdict]++
 		_, isKnown := kn[r.id]
 		switch {
 		case r.verdict == "OK" || r.verdict == "SKIP":
 			if isKnown {
-				fixed = append(fixed, r.id)
+				j.fixed = append(j.fixed, r.id)
 			}
 		case r.verdict == "TIMEOUT":
-			unlisted = append(unlisted, fmt.Sprintf("%s TIMEOUT (no test may hang): %s", r.id, r.reason))
+			j.unlisted = append(j.unlisted, fmt.Sprintf("%s TIMEOUT (no test may hang): %s", r.id, r.reason))
+		case r.verdict == "NOT RUN":
+			j.unlisted = append(j.unlisted, fmt.Sprintf("%s NOT RUN: %s", r.id, r.reason))
 		case isKnown:
-			listed++
+			j.listed++
 		default:
-			unlisted = append(unlisted, fmt.Sprintf("%s %s: %s", r.id, r.verdict, r.reason))
+			j.unlisted = append(j.unlisted, fmt.Sprintf("%s %s: %s", r.id, r.verdict, r.reason))
 		}
 	}
-	fmt.Printf("\n== rdma-core %s suite on irdma-emu GEN_2: %d tests: %d OK, %d skipped, %d FAIL, %d ERROR, %d TIMEOUT, %d CRASH; %d listed in known-gen2.txt\n",
-		rc.version, len(rows), counts["OK"], counts["SKIP"], counts["FAIL"], counts["ERROR"], counts["TIMEOUT"], counts["CRASH"], listed)
-	sort.Strings(fixed)
-	for _, f := range fixed {
-		t.Logf("now passes, remove it from known-gen2.txt: %s", f)
-	}
-	for _, u := range unlisted {
-		t.Errorf("not listed in known-gen2.txt: %s", u)
-	}
+	sort.Strings(j.fixed)
+	return j
+}
+
+func (j verdicts) summary(wall time.Duration) string {
+	c := j.counts
+	return fmt.Sprintf("%d tests in %v: %d OK, %d skipped by the suite, %d listed (%d FAIL, %d ERROR, %d CRASH in all), %d TIMEOUT, %d NOT RUN, %d failing",
+		j.total, wall.Round(time.Second), c["OK"], c["SKIP"], j.listed, c["FAIL"], c["ERROR"], c["CRASH"], c["TIMEOUT"], c["NOT RUN"], len(j.unlisted))
 }
 
 // writeTable writes the table as Markdown and as tab-separated text.
-func writeTable(t *testing.T, dir, profile string, rc rdmaCore, rows []result) string {
+func writeTable(t *testing.T, dir, profile string, rc rdmaCore, rows []result, summary string) string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -330,8 +333,8 @@ func writeTable(t *testing.T, dir, profile string, rc rdmaCore, rows []result) s
 	name := filepath.Join(dir, fmt.Sprintf("conformance-%s-%s.md", profile, rc.version))
 	var b bytes.Buffer
 	w := bufio.NewWriter(&b)
-	fmt.Fprintf(w, "# rdma-core %s tests on irdma-emu (%s), %s\n\n| test | verdict | seconds | reason |\n|---|---|---|---|\n",
-		rc.version, profile, time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "# rdma-core %s tests on irdma-emu (%s), %s\n\n%s\n\n| test | verdict | seconds | reason |\n|---|---|---|---|\n",
+		rc.version, profile, time.Now().UTC().Format(time.RFC3339), summary)
 	for _, r := range rows {
 		fmt.Fprintf(w, "| %s | %s | %.1f | %s |\n", r.id, r.verdict, r.secs, strings.ReplaceAll(r.reason, "|", `\|`))
 	}

@@ -1,0 +1,74 @@
+package conformance_test
+
+import (
+	"os"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// options are the suite's settings from the environment
+// (docs/conformance.md "Running the suite").
+type options struct {
+	profile  string         // IRDMA_EMU_CONFORMANCE_PROFILE: gen2 (default) or another `irdma-emu run --profile`
+	limit    time.Duration  // IRDMA_EMU_CONFORMANCE_TIMEOUT: the limit per test
+	deadline time.Time      // IRDMA_EMU_CONFORMANCE_BUDGET from now, and no later than go test -timeout allows
+	filter   *regexp.Regexp // IRDMA_EMU_CONFORMANCE_RUN: only the tests whose id matches
+}
+
+const (
+	defaultLimit  = 60 * time.Second
+	defaultBudget = 30 * time.Minute
+	// tableMargin is kept from go test's own deadline for writing the
+	// table and stopping the daemon: a suite cut by the budget still
+	// leaves its table, where a go test timeout would leave only a panic.
+	tableMargin = time.Minute
+)
+
+var reProfile = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
+
+func suiteOptions(t *testing.T) options {
+	t.Helper()
+	o := options{profile: "gen2", limit: defaultLimit}
+	if v := os.Getenv("IRDMA_EMU_CONFORMANCE_PROFILE"); v != "" {
+		if !reProfile.MatchString(v) {
+			t.Fatalf("IRDMA_EMU_CONFORMANCE_PROFILE=%q: want a profile name such as gen2 or gen3", v)
+		}
+		o.profile = v
+	}
+	o.limit = duration(t, "IRDMA_EMU_CONFORMANCE_TIMEOUT", defaultLimit)
+	o.deadline = time.Now().Add(duration(t, "IRDMA_EMU_CONFORMANCE_BUDGET", defaultBudget))
+	if d, ok := t.Deadline(); ok && d.Add(-tableMargin).Before(o.deadline) {
+		o.deadline = d.Add(-tableMargin)
+	}
+	if v := os.Getenv("IRDMA_EMU_CONFORMANCE_RUN"); v != "" {
+		re, err := regexp.Compile(v)
+		if err != nil {
+			t.Fatalf("IRDMA_EMU_CONFORMANCE_RUN: %v", err)
+		}
+		o.filter = re
+	}
+	return o
+}
+
+func duration(t *testing.T, name string, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a positive duration such as 60s", name, v)
+	}
+	return d
+}
+
+// daemonArgs selects the profile: GEN_2 is the daemon's default, so it
+// needs no flag (and runs on a daemon that knows no other).
+func (o options) daemonArgs() []string {
+	if o.profile == "gen2" {
+		return nil
+	}
+	return []string{"--profile", o.profile}
+}
