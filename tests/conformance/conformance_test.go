@@ -4,16 +4,19 @@
 // through `irdma-emu exec`, each with a time limit, and writes the table
 // docs/conformance.md describes: test, verdict, seconds, reason.
 //
-//	go test -count=1 -v -timeout 90m ./tests/conformance/
+//	IRDMA_EMU_CONFORMANCE=1 go test -count=1 -v -timeout 60m ./tests/conformance/
 //	IRDMA_EMU_CONFORMANCE_RUN='test_device|test_pd' …   only the tests whose id matches
 //	IRDMA_EMU_CONFORMANCE_TIMEOUT=60s …                 the limit per test (default 60s)
+//	IRDMA_EMU_CONFORMANCE_BUDGET=30m …                  the limit for the whole suite (default 30m)
+//	IRDMA_EMU_CONFORMANCE_PROFILE=gen2 …                the daemon's profile, known-<profile>.txt
 //	IRDMA_EMU_CONFORMANCE_OUT=DIR …                     where the table goes (default: the cache)
 //
 // The verdicts are the suite's own (unittest: ok, skipped, FAIL, ERROR)
 // plus TIMEOUT (the test outlived its limit and was killed: on hardware no
 // test waits forever, so a TIMEOUT is a bug of the emulator) and CRASH (the
-// process died of a signal). Every test that is not OK or skipped must be
-// listed in known-gen2.txt with its reason; a listed test that now passes
+// process died of a signal), NOT RUN (the suite's budget was spent). Every
+// test that is not OK or skipped must be listed in known-<profile>.txt
+// with its reason (TIMEOUT and NOT RUN never pass); a listed test that now passes
 // is reported, so that the list only shrinks.
 package conformance_test
 
