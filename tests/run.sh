@@ -70,7 +70,7 @@ conformance_suite() {
   grep -E '^== rdma-core|table: ' "$clog" || true
   if [ "$rc" != 0 ]; then
     echo "== conformance failures (full log: $clog)"
-    grep -E 'not listed in known|budget|--- FAIL|panic:|timed out' "$clog" | head -100
+    grep -E '_test\.go:[0-9]+: |--- FAIL|^panic:|^FAIL|timed out' "$clog" | grep -v 'rdma-core.sh (' | head -100
     echo "tests/run.sh: rdma-core's suite FAILED after $(( $(date +%s) - cstart ))s"
     return 1
   fi

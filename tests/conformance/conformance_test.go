@@ -217,8 +217,9 @@ func TestRdmaCoreSuite(t *testing.T) {
 		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 	)
 
-	// The list of tests, as the suite itself loads them.
-	lo, _, err, timedOut := runOne([]string{bin, "exec", "--", runner, "--list-tests"}, env, o.limit)
+	// The list of tests, as the suite itself loads them (every module
+	// imported once: a limit of its own, not a test's).
+	lo, _, err, timedOut := runOne([]string{bin, "exec", "--", runner, "--list-tests"}, env, max(o.limit, listLimit))
 	if err != nil || timedOut {
 		t.Fatalf("run_tests.py --list-tests: %v (timed out: %v)\n%s", err, timedOut, lo)
 	}
@@ -233,8 +234,10 @@ func TestRdmaCoreSuite(t *testing.T) {
 	if len(ids) == 0 {
 		t.Fatalf("no tests listed:\n%s", lo)
 	}
+	suiteStart := time.Now()
+	deadline := o.deadline(suiteStart)
 	t.Logf("rdma-core %s on %s: %d tests, %v each at most, all within %v",
-		rc.version, o.profile, len(ids), o.limit, time.Until(o.deadline).Round(time.Second))
+		rc.version, o.profile, len(ids), o.limit, time.Until(deadline).Round(time.Second))
 
 	outDir := os.Getenv("IRDMA_EMU_CONFORMANCE_OUT")
 	if outDir == "" {
@@ -245,12 +248,11 @@ func TestRdmaCoreSuite(t *testing.T) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		logDir = ""
 	}
-	suiteStart := time.Now()
 	var rows []result
 	for i, id := range ids {
 		// The whole suite has a budget too: the last tests get what is
 		// left of it, and a test cut short by it is a TIMEOUT.
-		limit := min(o.limit, time.Until(o.deadline))
+		limit := min(o.limit, time.Until(deadline))
 		if limit <= 0 {
 			for _, rest := range ids[i:] {
 				rows = append(rows, result{id: rest, verdict: "NOT RUN", reason: "the suite's time budget was spent"})
