@@ -7,7 +7,7 @@
 //	IRDMA_EMU_CONFORMANCE=1 go test -count=1 -v -timeout 60m ./tests/conformance/
 //	IRDMA_EMU_CONFORMANCE_RUN='test_device|test_pd' …   only the tests whose id matches
 //	IRDMA_EMU_CONFORMANCE_TIMEOUT=60s …                 the limit per test (default 60s)
-//	IRDMA_EMU_CONFORMANCE_BUDGET=30m …                  the limit for the whole suite (default 30m)
+//	IRDMA_EMU_CONFORMANCE_BUDGET=30m …                  the limit for all tests together (default 30m)
 //	IRDMA_EMU_CONFORMANCE_PROFILE=gen2 …                the daemon's profile, known-<profile>.txt
 //	IRDMA_EMU_CONFORMANCE_OUT=DIR …                     where the table goes (default: the cache)
 //
@@ -16,8 +16,8 @@
 // test waits forever, so a TIMEOUT is a bug of the emulator) and CRASH (the
 // process died of a signal), NOT RUN (the suite's budget was spent). Every
 // test that is not OK or skipped must be listed in known-<profile>.txt
-// with its reason (TIMEOUT and NOT RUN never pass); a listed test that now passes
-// is reported, so that the list only shrinks.
+// with its reason (TIMEOUT and NOT RUN never pass); a listed test that now
+// passes is reported, so that the list only shrinks.
 package conformance_test
 
 import (

@@ -18,7 +18,8 @@
 #
 # Built with bookworm's toolchain (cmake, ninja-build, cython3, python3-dev,
 # libnl-3-dev, libnl-route-3-dev, pkg-config, gcc), no man pages, at
-# `nice -n 10` with 2 jobs (IRDMA_EMU_JOBS overrides). The result stays in
+# `nice -n 10` with 2 jobs (IRDMA_EMU_JOBS overrides); only the targets the
+# suite and the tests use, pyverbs at -O0 -g0 (below). The result stays in
 #
 #   $CACHE/rdma-core/<version>/build     (bin/, lib/, python/pyverbs, tests via the source)
 #   $CACHE/rdma-core/<version>/src       (the source tree; tests/run_tests.py)
