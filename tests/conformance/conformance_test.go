@@ -260,14 +260,13 @@ func TestRdmaCoreSuite(t *testing.T) {
 			t.Errorf("the suite's time budget (IRDMA_EMU_CONFORMANCE_BUDGET, go test -timeout) was spent after %d of %d tests", i, len(ids))
 			break
 		}
-		out, took, err, timedOut := runOne([]string{bin, "exec", "--", runner, "--dev", d.Name, "-v", id}, env, limit)
-		v, reason := classify(string(out), err, timedOut)
+		v, reason, secs, out := runSuiteTest(bin, env, runner, d.Name, id, limit)
 		if logDir != "" {
 			_ = os.WriteFile(filepath.Join(logDir, id+".log"), out, 0o644)
 		}
-		rows = append(rows, result{id: id, verdict: v, secs: took.Seconds(), reason: reason})
+		rows = append(rows, result{id: id, verdict: v, secs: secs, reason: reason})
 		if v != "OK" && v != "SKIP" && testing.Verbose() {
-			t.Logf("[%d/%d] %s %s (%.1fs): %s", i+1, len(ids), v, id, took.Seconds(), reason)
+			t.Logf("[%d/%d] %s %s (%.1fs): %s", i+1, len(ids), v, id, secs, reason)
 		}
 		if v == "TIMEOUT" || v == "CRASH" {
 			// The daemon must still be there for the next test.

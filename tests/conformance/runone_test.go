@@ -50,6 +50,15 @@ func runOne(argv, env []string, limit time.Duration) (out []byte, took time.Dura
 	return out, took, err, timedOut
 }
 
+// runSuiteTest runs one test of the suite alone through `irdma-emu exec`
+// (env names the daemon and the build's libraries), within limit, and
+// classifies its outcome.
+func runSuiteTest(bin string, env []string, runner, dev, id string, limit time.Duration) (verdict, reason string, secs float64, out []byte) {
+	out, took, err, timedOut := runOne([]string{bin, "exec", "--", runner, "--dev", dev, "-v", id}, env, limit)
+	verdict, reason = classify(string(out), err, timedOut)
+	return verdict, reason, took.Seconds(), out
+}
+
 // killGroup sends SIGKILL to the process group cmd leads (its pgid is its
 // pid: Setpgid). ESRCH, a group already gone, is no error.
 func killGroup(cmd *exec.Cmd) error {
