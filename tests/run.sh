@@ -5,6 +5,10 @@
 #   tests/run.sh            everything (unit, race, cross-process, interop)
 #   tests/run.sh -short     unit tests only, no package installation
 #
+# IRDMA_EMU_CONFORMANCE_CI=1 adds rdma-core's own test suite on GEN_2
+# (tests/conformance, docs/conformance.md "In CI"): rdma-core 65 is built
+# first when it is not cached, the suite runs last; off unless set (.ci/run).
+#
 # Runs as root on a fresh Debian machine (CI) or as a user with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +20,9 @@ short=0
 # on real interfaces, nftables drops frames for loss tests, iproute2 makes
 # namespaces and veth pairs; libibverbs-dev builds tests/programs/testdata.
 pkgs=(tshark tcpdump nftables iproute2 qemu-system-x86 kmod xz-utils gcc libc6-dev ibverbs-utils ibverbs-providers libibverbs-dev perftest rdmacm-utils librdmacm1)
+conformance="${IRDMA_EMU_CONFORMANCE_CI:-0}"
+# rdma-core's build (tests/conformance/rdma-core.sh) and its suite.
+[ "$conformance" = 1 ] && pkgs+=(cmake ninja-build cython3 python3-dev libnl-3-dev libnl-route-3-dev pkg-config dpkg-dev debian-archive-keyring python3)
 
 need=()
 if [ "$short" = 0 ]; then
@@ -42,7 +49,48 @@ fi
 go version
 go mod download
 
+# rdma-core's own suite on GEN_2 (docs/conformance.md "In CI"), in two
+# steps: the build (rdma-core.sh: cached, or built), before the other
+# tests, which may use its programs too; the suite, after them. It fails
+# on any test that is neither OK, skipped by the suite itself, nor listed
+# in tests/conformance/known-gen2.txt, and on any TIMEOUT; it cannot hang:
+# 60 s per test, 28 min for all tests, timeout(1) around the build (15 min)
+# and go test (31 min), so that with the ~10 min of the other tests CI ends
+# within 60 min even when every limit is reached; each limit is about twice
+# what was measured at load average 15-20 (docs/conformance.md "In CI").
+conformance_build() {
+  local cstart dir
+  cstart=$(date +%s)
+  echo "== rdma-core 65 for tests/conformance"
+  if ! dir=$(timeout --kill-after=30s 15m tests/conformance/rdma-core.sh); then
+    echo "tests/run.sh: the rdma-core build failed"
+    return 1
+  fi
+  echo "rdma-core in $dir ($(( $(date +%s) - cstart ))s)"
+}
+
+conformance_suite() {
+  local cstart clog rc=0
+  cstart=$(date +%s)
+  echo "== rdma-core's own test suite on GEN_2 (tests/conformance)"
+  clog=$(mktemp /tmp/irdma-emu-conformance.XXXXXX.log)
+  IRDMA_EMU_CONFORMANCE=1 IRDMA_EMU_CONFORMANCE_PROFILE=gen2 IRDMA_EMU_CONFORMANCE_TIMEOUT=60s \
+    IRDMA_EMU_CONFORMANCE_BUDGET=28m IRDMA_EMU_RDMA_CORE_OFFLINE=1 \
+    timeout --kill-after=30s 31m go test -count=1 -v -timeout 30m -run '^TestRdmaCoreSuite$' ./tests/conformance/ >"$clog" 2>&1 || rc=$?
+  grep -E '^== rdma-core|table: ' "$clog" || true
+  if [ "$rc" != 0 ]; then
+    echo "== conformance failures (full log: $clog)"
+    grep -E '_test\.go:[0-9]+: |--- FAIL|^panic:|^FAIL|timed out' "$clog" | grep -v 'rdma-core.sh (' | head -100
+    echo "tests/run.sh: rdma-core's suite FAILED after $(( $(date +%s) - cstart ))s"
+    return 1
+  fi
+  echo "rdma-core's suite passed in $(( $(date +%s) - cstart ))s (log: $clog)"
+}
+
 start=$(date +%s)
+if [ "$conformance" = 1 ] && [ "$short" = 0 ]; then
+  conformance_build || exit 1
+fi
 echo "== go vet"
 go vet ./...
 echo "== go test -race"
@@ -80,4 +128,7 @@ fi
 # allocates): run them once more without it.
 echo "== allocation tests without -race"
 go test -count=1 -run 'Alloc' ./...
+if [ "$conformance" = 1 ] && [ "$short" = 0 ]; then
+  conformance_suite || exit 1
+fi
 echo "tests/run.sh: passed in $(( $(date +%s) - start ))s ($nskip skipped, listed above; log: $log)"

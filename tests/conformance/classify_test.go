@@ -1,6 +1,9 @@
 package conformance_test
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestClassify: unittest -v outputs written by hand in the forms
 // Python 3.11's unittest prints them (TextTestResult: "... ok", the
@@ -25,5 +28,36 @@ func TestClassify(t *testing.T) {
 				t.Errorf("got %s %q, want %s %q", v, r, c.verdict, c.reason)
 			}
 		})
+	}
+}
+
+// TestJudge: which verdicts fail the Go test, with and without an entry
+// in the known list.
+func TestJudge(t *testing.T) {
+	kn := map[string]string{"listed.fail": "E810: …", "listed.ok": "E810: …", "listed.timeout": "E810: …"}
+	rows := []result{
+		{id: "ok", verdict: "OK"},
+		{id: "skip", verdict: "SKIP"},
+		{id: "listed.fail", verdict: "FAIL"},
+		{id: "listed.ok", verdict: "OK"},
+		{id: "listed.timeout", verdict: "TIMEOUT"},
+		{id: "error", verdict: "ERROR"},
+		{id: "crash", verdict: "CRASH"},
+		{id: "notrun", verdict: "NOT RUN"},
+	}
+	j := judge(rows, kn)
+	var failing []string
+	for _, u := range j.unlisted {
+		id, _, _ := strings.Cut(u, " ")
+		failing = append(failing, id)
+	}
+	if got, want := strings.Join(failing, ","), "listed.timeout,error,crash,notrun"; got != want {
+		t.Errorf("failing %s, want %s", got, want)
+	}
+	if got := strings.Join(j.fixed, ","); got != "listed.ok" {
+		t.Errorf("fixed %s, want listed.ok", got)
+	}
+	if j.listed != 1 || j.total != 8 || j.counts["OK"] != 2 || j.counts["SKIP"] != 1 {
+		t.Errorf("listed %d, total %d, counts %v", j.listed, j.total, j.counts)
 	}
 }

@@ -4,23 +4,25 @@
 // through `irdma-emu exec`, each with a time limit, and writes the table
 // docs/conformance.md describes: test, verdict, seconds, reason.
 //
-//	go test -count=1 -v -timeout 90m ./tests/conformance/
+//	IRDMA_EMU_CONFORMANCE=1 go test -count=1 -v -timeout 60m ./tests/conformance/
 //	IRDMA_EMU_CONFORMANCE_RUN='test_device|test_pd' …   only the tests whose id matches
 //	IRDMA_EMU_CONFORMANCE_TIMEOUT=60s …                 the limit per test (default 60s)
+//	IRDMA_EMU_CONFORMANCE_BUDGET=30m …                  the limit for all tests together (default 30m)
+//	IRDMA_EMU_CONFORMANCE_PROFILE=gen2 …                the daemon's profile, known-<profile>.txt
 //	IRDMA_EMU_CONFORMANCE_OUT=DIR …                     where the table goes (default: the cache)
 //
 // The verdicts are the suite's own (unittest: ok, skipped, FAIL, ERROR)
 // plus TIMEOUT (the test outlived its limit and was killed: on hardware no
 // test waits forever, so a TIMEOUT is a bug of the emulator) and CRASH (the
-// process died of a signal). Every test that is not OK or skipped must be
-// listed in known-gen2.txt with its reason; a listed test that now passes
-// is reported, so that the list only shrinks.
+// process died of a signal), NOT RUN (the suite's budget was spent). Every
+// test that is not OK or skipped must be listed in known-<profile>.txt
+// with its reason (TIMEOUT and NOT RUN never pass); a listed test that now
+// passes is reported, so that the list only shrinks.
 package conformance_test
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -197,12 +199,12 @@ func TestRdmaCoreSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("rdma-core's suite takes minutes: not in -short")
 	}
-	// Opt-in until .ci/run can keep the rdma-core build between runs: an
-	// uncached build takes ~25 minutes of a 2-core machine and the suite
-	// ~13 more, past CI's budget (docs/conformance.md "Running it").
+	// Opt-in: tests/run.sh runs it when IRDMA_EMU_CONFORMANCE_CI=1
+	// (docs/conformance.md "In CI").
 	if os.Getenv("IRDMA_EMU_CONFORMANCE") != "1" {
 		t.Skip("rdma-core's suite runs with IRDMA_EMU_CONFORMANCE=1 (docs/conformance.md)")
 	}
+	o := suiteOptions(t)
 	testenv.Root(t)
 	testenv.Tools(t, "rdma", "ip")
 	testenv.Program(t, "python3", "python3")
@@ -210,21 +212,8 @@ func TestRdmaCoreSuite(t *testing.T) {
 	bld := rc.build()
 	runner := filepath.Join(bld, "bin", "run_tests.py")
 
-	limit := 60 * time.Second
-	if v := os.Getenv("IRDMA_EMU_CONFORMANCE_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("IRDMA_EMU_CONFORMANCE_TIMEOUT: %v", err)
-		}
-		limit = d
-	}
-	var filter *regexp.Regexp
-	if v := os.Getenv("IRDMA_EMU_CONFORMANCE_RUN"); v != "" {
-		filter = regexp.MustCompile(v)
-	}
-
 	addr := suiteAddr(t)
-	d := daemontest.Run(t, daemontest.Options{}, "--addr", addr.String())
+	d := daemontest.Run(t, daemontest.Options{}, append(o.daemonArgs(), "--addr", addr.String())...)
 	bin := daemontest.Binary(t)
 	env := append(os.Environ(),
 		"IRDMA_EMU_RUN_DIR="+d.RunDir,
@@ -234,17 +223,16 @@ func TestRdmaCoreSuite(t *testing.T) {
 		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 	)
 
-	// The list of tests, as the suite itself loads them.
-	list := exec.Command(bin, "exec", "--", runner, "--list-tests")
-	list.Env = env
-	lo, err := list.CombinedOutput()
-	if err != nil {
-		t.Fatalf("run_tests.py --list-tests: %v\n%s", err, lo)
+	// The list of tests, as the suite itself loads them (every module
+	// imported once: a limit of its own, not a test's).
+	lo, _, err, timedOut := runOne([]string{bin, "exec", "--", runner, "--list-tests"}, env, max(o.limit, listLimit))
+	if err != nil || timedOut {
+		t.Fatalf("run_tests.py --list-tests: %v (timed out: %v)\n%s", err, timedOut, lo)
 	}
 	var ids []string
 	for _, l := range strings.Split(string(lo), "\n") {
 		if l = strings.TrimSpace(l); strings.HasPrefix(l, "tests.") {
-			if filter == nil || filter.MatchString(l) {
+			if o.filter == nil || o.filter.MatchString(l) {
 				ids = append(ids, l)
 			}
 		}
@@ -252,19 +240,32 @@ func TestRdmaCoreSuite(t *testing.T) {
 	if len(ids) == 0 {
 		t.Fatalf("no tests listed:\n%s", lo)
 	}
-	t.Logf("rdma-core %s: %d tests, %v each at most", rc.version, len(ids), limit)
+	suiteStart := time.Now()
+	deadline := o.deadline(suiteStart)
+	t.Logf("rdma-core %s on %s: %d tests, %v each at most, all within %v",
+		rc.version, o.profile, len(ids), o.limit, time.Until(deadline).Round(time.Second))
 
 	outDir := os.Getenv("IRDMA_EMU_CONFORMANCE_OUT")
 	if outDir == "" {
 		outDir = rc.dir
 	}
 	// Every test's output, for the reasons the table abbreviates.
-	logDir := filepath.Join(outDir, "logs-gen2")
+	logDir := filepath.Join(outDir, "logs-"+o.profile)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		logDir = ""
 	}
 	var rows []result
 	for i, id := range ids {
+		// The whole suite has a budget too: the last tests get what is
+		// left of it, and a test cut short by it is a TIMEOUT.
+		limit := min(o.limit, time.Until(deadline))
+		if limit <= 0 {
+			for _, rest := range ids[i:] {
+				rows = append(rows, result{id: rest, verdict: "NOT RUN", reason: "the suite's time budget was spent"})
+			}
+			t.Errorf("the suite's time budget (IRDMA_EMU_CONFORMANCE_BUDGET, go test -timeout) was spent after %d of %d tests", i, len(ids))
+			break
+		}
 		v, reason, secs, out := runSuiteTest(bin, env, runner, d.Name, id, limit)
 		if logDir != "" {
 			_ = os.WriteFile(filepath.Join(logDir, id+".log"), out, 0o644)
@@ -278,64 +279,63 @@ func TestRdmaCoreSuite(t *testing.T) {
 			d.WaitReady(t, 10*time.Second)
 		}
 	}
-
-	table := writeTable(t, outDir, "gen2", rc, rows)
-	t.Logf("table: %s", table)
+	wall := time.Since(suiteStart)
 
 	// Judge against the list of known non-passing tests.
-	kn := known(t, "known-gen2.txt")
-	counts := map[string]int{}
-	listed := 0
-	var unlisted, fixed []string
-	seen := map[string]bool{}
+	j := judge(rows, known(t, "known-"+o.profile+".txt"))
+	table := writeTable(t, outDir, o.profile, rc, rows, j.summary(wall))
+	t.Logf("table: %s", table)
+	fmt.Printf("\n== rdma-core %s suite on irdma-emu %s: %s\n", rc.version, o.profile, j.summary(wall))
+	for _, f := range j.fixed {
+		t.Logf("now passes, remove it from known-%s.txt: %s", o.profile, f)
+	}
+	for _, u := range j.unlisted {
+		t.Errorf("not listed in known-%s.txt: %s", o.profile, u)
+	}
+}
+
+// verdicts is the judgement of a table against known-<profile>.txt.
+type verdicts struct {
+	total, listed int
+	counts        map[string]int // by verdict
+	unlisted      []string       // tests that fail the Go test
+	fixed         []string       // listed tests that passed or were skipped
+}
+
+// judge: OK and SKIP pass; FAIL, ERROR and CRASH pass when listed;
+// TIMEOUT (no test may hang) and NOT RUN never do.
+func judge(rows []result, kn map[string]string) verdicts {
+	j := verdicts{total: len(rows), counts: map[string]int{}}
 	for _, r := range rows {
-		counts[r.verdict]++
-		seen[r.id] = true
+		j.counts[r.verdict]++
 		_, isKnown := kn[r.id]
 		switch {
 		case r.verdict == "OK" || r.verdict == "SKIP":
 			if isKnown {
-				fixed = append(fixed, r.id)
+				j.fixed = append(j.fixed, r.id)
 			}
 		case r.verdict == "TIMEOUT":
-			unlisted = append(unlisted, fmt.Sprintf("%s TIMEOUT (no test may hang): %s", r.id, r.reason))
+			j.unlisted = append(j.unlisted, fmt.Sprintf("%s TIMEOUT (no test may hang): %s", r.id, r.reason))
+		case r.verdict == "NOT RUN":
+			j.unlisted = append(j.unlisted, fmt.Sprintf("%s NOT RUN: %s", r.id, r.reason))
 		case isKnown:
-			listed++
+			j.listed++
 		default:
-			unlisted = append(unlisted, fmt.Sprintf("%s %s: %s", r.id, r.verdict, r.reason))
+			j.unlisted = append(j.unlisted, fmt.Sprintf("%s %s: %s", r.id, r.verdict, r.reason))
 		}
 	}
-	fmt.Printf("\n== rdma-core %s suite on irdma-emu GEN_2: %d tests: %d OK, %d skipped, %d FAIL, %d ERROR, %d TIMEOUT, %d CRASH; %d listed in known-gen2.txt\n",
-		rc.version, len(rows), counts["OK"], counts["SKIP"], counts["FAIL"], counts["ERROR"], counts["TIMEOUT"], counts["CRASH"], listed)
-	sort.Strings(fixed)
-	for _, f := range fixed {
-		t.Logf("now passes, remove it from known-gen2.txt: %s", f)
-	}
-	for _, u := range unlisted {
-		t.Errorf("not listed in known-gen2.txt: %s", u)
-	}
+	sort.Strings(j.fixed)
+	return j
 }
 
-// runSuiteTest runs one test of the suite alone through `irdma-emu exec`
-// (env names the daemon and the build's libraries), within limit, and
-// classifies its outcome.
-func runSuiteTest(bin string, env []string, runner, dev, id string, limit time.Duration) (verdict, reason string, secs float64, out []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "exec", "--", runner, "--dev", dev, "-v", id)
-	cmd.Env = env
-	cmd.WaitDelay = 5 * time.Second
-	var b bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &b, &b
-	start := time.Now()
-	err := cmd.Run()
-	secs = time.Since(start).Seconds()
-	verdict, reason = classify(b.String(), err, ctx.Err() != nil)
-	return verdict, reason, secs, b.Bytes()
+func (j verdicts) summary(wall time.Duration) string {
+	c := j.counts
+	return fmt.Sprintf("%d tests in %v: %d OK, %d skipped by the suite, %d listed (%d FAIL, %d ERROR, %d CRASH in all), %d TIMEOUT, %d NOT RUN, %d failing",
+		j.total, wall.Round(time.Second), c["OK"], c["SKIP"], j.listed, c["FAIL"], c["ERROR"], c["CRASH"], c["TIMEOUT"], c["NOT RUN"], len(j.unlisted))
 }
 
 // writeTable writes the table as Markdown and as tab-separated text.
-func writeTable(t *testing.T, dir, profile string, rc rdmaCore, rows []result) string {
+func writeTable(t *testing.T, dir, profile string, rc rdmaCore, rows []result, summary string) string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -343,8 +343,8 @@ func writeTable(t *testing.T, dir, profile string, rc rdmaCore, rows []result) s
 	name := filepath.Join(dir, fmt.Sprintf("conformance-%s-%s.md", profile, rc.version))
 	var b bytes.Buffer
 	w := bufio.NewWriter(&b)
-	fmt.Fprintf(w, "# rdma-core %s tests on irdma-emu (%s), %s\n\n| test | verdict | seconds | reason |\n|---|---|---|---|\n",
-		rc.version, profile, time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "# rdma-core %s tests on irdma-emu (%s), %s\n\n%s\n\n| test | verdict | seconds | reason |\n|---|---|---|---|\n",
+		rc.version, profile, time.Now().UTC().Format(time.RFC3339), summary)
 	for _, r := range rows {
 		fmt.Fprintf(w, "| %s | %s | %.1f | %s |\n", r.id, r.verdict, r.secs, strings.ReplaceAll(r.reason, "|", `\|`))
 	}
