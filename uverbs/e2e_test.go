@@ -110,6 +110,12 @@ func (l *lateDataPlane) Doorbell(qpid uint32) {
 	}
 }
 
+func (l *lateDataPlane) Notify(qpid uint32) {
+	if dp := l.dp.Load(); dp != nil {
+		(*dp).Notify(qpid)
+	}
+}
+
 func (l *lateDataPlane) Kick() {
 	if dp := l.dp.Load(); dp != nil {
 		(*dp).Kick()

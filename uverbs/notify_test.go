@@ -21,6 +21,7 @@ type fakeDataPlane struct {
 }
 
 func (f *fakeDataPlane) Doorbell(qpid uint32) { f.rung <- qpid }
+func (f *fakeDataPlane) Notify(qpid uint32)   { f.rung <- qpid }
 func (f *fakeDataPlane) Kick()                { f.kicks.Add(1) }
 
 // ring waits for the next QP rung.

@@ -109,8 +109,11 @@ type Sched struct {
 	Parks     uint64 `json:"parks"`      // every worker parked: programs must notify
 	Unparks   uint64 `json:"unparks"`    // a worker polls again
 	ParkFound uint64 `json:"park_found"` // doorbells found by the poll right after a park
-	Pollers   int    `json:"pollers"`    // workers not parked now
-	Parked    bool   `json:"parked"`
+	Inline    uint64 `json:"inline"`     // QP runs by the goroutine that brought the work (worker parked)
+	// NotifySkipped: QPs of a notifying context not rung (nothing new at the SQ head).
+	NotifySkipped uint64 `json:"notify_skipped"`
+	Pollers       int    `json:"pollers"` // workers not parked now
+	Parked        bool   `json:"parked"`
 }
 
 // HWCounter is one hardware counter.
@@ -254,7 +257,7 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 			NotifyWakeups: u.NotifyWakeups, Notified: u.Notified, Suppressed: u.Suppressed}
 	}
 	sc := es.Sched
-	p.Sched = Sched{Wakeups: sc.Wakeups, TimerArms: sc.TimerArms, Parks: sc.Parks, Unparks: sc.Unparks,
+	p.Sched = Sched{Wakeups: sc.Wakeups, TimerArms: sc.TimerArms, Parks: sc.Parks, Unparks: sc.Unparks, Inline: sc.Inline, NotifySkipped: sc.NotifySkipped,
 		ParkFound: sc.ParkFound, Pollers: sc.Pollers, Parked: sc.Parked}
 	p.Link = d.linkStats()
 	p.Loopback = LoopbackStats{Frames: es.Loopback.Frames, Bytes: es.Loopback.Bytes,
