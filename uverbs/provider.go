@@ -107,14 +107,14 @@ type Config struct {
 	DataPlane DataPlane
 }
 
-// DataPlane is what the provider asks of the data plane: ring a QP
-// (Doorbell: the hint at MODIFY_QP), pass on a post notification for a
-// QP (Notify: a notification names a context, whose QPs are all
-// notified; the data plane wakes only those with a WQE at the SQ head),
-// and wake a parked engine when a context that cannot notify gets a QP,
-// so that it polls that context's doorbell page with backoff again.
+// DataPlane is what the provider asks of the data plane: pass on a post
+// notification for a QP (Notify: a notification names a context, whose
+// QPs are all notified; the data plane wakes only those with a WQE at the
+// SQ head), and wake a parked engine when a context that cannot notify
+// gets a QP, so that it polls that context's doorbell page with backoff
+// again. (The data plane takes a QP's context up when the device loads
+// it at MODIFY_QP: emu/qp Table.Loaded.)
 type DataPlane interface {
-	Doorbell(qpid uint32)
 	Notify(qpid uint32)
 	Kick()
 }

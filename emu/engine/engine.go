@@ -212,7 +212,27 @@ func New(dev *device.Device, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.cancelDB = cancel
+	if !cfg.Stepped {
+		dev.QPs().SetOnLoad(e.load)
+	}
 	return e, nil
+}
+
+// load takes up a QP's context when the device loads it (qp.Table.Loaded:
+// CREATE_QP, MODIFY_QP): the transport is built now, and a QP that can
+// now receive or send is run once, which reads the context and sets the
+// PSNs up, so that its first packet or WQE finds it ready. Not in
+// Config.Stepped, whose order of events the tests and emu/sim pin: there
+// the first doorbell or packet takes the QP up.
+func (e *Engine) load(q *qp.QP) {
+	if e.closed.Load() {
+		return
+	}
+	tr := e.transportFor(q)
+	switch q.State() {
+	case qp.StateRTR, qp.StateRTS:
+		tr.Doorbell()
+	}
 }
 
 // AttachLink makes l the port's link: frames the port sends go to it, the
@@ -429,6 +449,9 @@ func (e *Engine) Close() error {
 	}
 	if e.cancelDB != nil {
 		e.cancelDB()
+	}
+	if !e.cfg.Stepped {
+		e.dev.QPs().SetOnLoad(nil)
 	}
 	e.port.close()
 	close(e.stop)

@@ -252,9 +252,14 @@ func (w *worker) loop() {
 func (w *worker) park(idle int) bool {
 	e := w.e
 	sc := &e.cfg.Scan
+	// Parked before it stops counting as a poller: with no pollers left,
+	// every worker takes no more work by itself (Stats().Sched.Pollers 0
+	// means work for any of them is run by whoever brings it).
+	w.parked.Store(true)
 	if e.pollers.Add(-1) == 0 {
 		found, backoff := e.syncSources()
 		if found {
+			w.parked.Store(false)
 			e.pollers.Add(1)
 			e.syncSources()
 			return true
@@ -265,7 +270,6 @@ func (w *worker) park(idle int) bool {
 			e.sched.timerArms.Add(1)
 		}
 	}
-	w.parked.Store(true)
 	select {
 	case <-w.kickc:
 	case <-e.stop:

@@ -154,20 +154,20 @@ func (t *Transport) Pending() bool {
 }
 
 // Posted reports whether a post notification should ring the QP: a WQE at
-// the SQ fetch index (one load of its valid bit), or a state the data
-// plane has not taken up yet — a MODIFY_QP it has not seen, a requester not
-// started — or a QP another goroutine runs now (it may be past its fetch).
-// A QP whose SQ has nothing new needs no ring: its RQ is read on demand.
+// the SQ fetch index (one load of its valid bit), a context the data plane
+// has not taken up yet (a CREATE_QP or MODIFY_QP no Run has seen), or a
+// QP another goroutine runs now (it may be past its fetch). A QP whose SQ
+// has nothing new needs no ring — nor one whose requester has not started
+// (not yet in RTS), nor its RQ, which is read on demand.
 func (t *Transport) Posted() bool {
 	if t.dead.Load() || !t.TryClaim() {
 		return true
 	}
 	defer t.Unclaim()
-	r := &t.req
-	if t.q.Gen() != t.gen || !r.started {
+	if t.q.Gen() != t.gen {
 		return true
 	}
-	return r.sqPosted(t.dp.Mem)
+	return t.req.started && t.req.sqPosted(t.dp.Mem)
 }
 
 // Deliver queues a received packet for the QP (the port's receive path),

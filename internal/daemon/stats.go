@@ -286,7 +286,9 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 			continue
 		}
 		seen++
-		if q, ok := d.qpStats(id); ok {
+		// The data plane takes every QP up when its context is loaded
+		// (emu/engine Engine.load); the list is of those with traffic.
+		if q, ok := d.qpStats(id); ok && q.hadTraffic() {
 			s.QPs = append(s.QPs, q)
 		}
 	}
@@ -317,6 +319,21 @@ func (d *Daemon) qpStats(id uint32) (QPStats, bool) {
 		return QPStats{}, false
 	}
 	return QPStats{QPN: id, Type: q.Type.String(), State: q.State().String(), Counters: counters(c)}, true
+}
+
+// hadTraffic reports whether the QP sent or received anything or took a
+// WQE.
+func (q QPStats) hadTraffic() bool {
+	c := &q.Counters
+	return c.TxPackets|c.RxPackets|c.SQWQEs|c.RQWQEs|sum(c.Drops) != 0
+}
+
+func sum(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func counters(c qp.CounterSnapshot) Counters {
