@@ -449,13 +449,6 @@ func (s *Session) doModifyQP(a *bundle, b []byte, ex bool) error {
 	if mask&qpPort != 0 {
 		qo.port = portNum
 	}
-	if mask&qpState != 0 && (state == uint8(driver.QPSRTR) || state == uint8(driver.QPSRTS)) && s.p.cfg.DataPlane != nil {
-		// A doorbell is only a hint: this one makes the data plane take
-		// up the QP's new context now, as the device loads it at the
-		// modify, rather than at the program's first post (which then
-		// paid for it: docs/performance.md "Idle").
-		s.p.cfg.DataPlane.Doorbell(qo.qp.ID())
-	}
 	if ex && mask&qpState != 0 && a.udOutLen > 0 {
 		ur := make([]byte, szModQPResp)
 		if r.PushValid {

@@ -105,9 +105,9 @@ type lateDataPlane struct {
 
 func (l *lateDataPlane) set(dp uverbs.DataPlane) { l.dp.Store(&dp) }
 
-func (l *lateDataPlane) Doorbell(qpid uint32) {
+func (l *lateDataPlane) Notify(qpid uint32) {
 	if dp := l.dp.Load(); dp != nil {
-		(*dp).Doorbell(qpid)
+		(*dp).Notify(qpid)
 	}
 }
 

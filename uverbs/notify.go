@@ -111,11 +111,13 @@ func (s *Session) Notify(attach.NotifyRequest) (attach.NotifyGrant, error) {
 }
 
 // readNotify is the context's notification reader: every read of the
-// eventfd (one or more coalesced notifications) rings all the context's
-// QPs — the notification names the context, not the QP, as the SQ
-// doorbell word names only the last ringer (Provider.Poll). Whatever the
-// program writes — any count, from any thread, or nothing after closing
-// its copy — costs at most a round of doorbells.
+// eventfd (one or more coalesced notifications) notifies all the
+// context's QPs — the notification names the context, not the QP, as the
+// SQ doorbell word names only the last ringer (Provider.Poll) — and the
+// data plane wakes those with a WQE at the SQ head, running them on this
+// goroutine when their worker is parked (engine.Engine.Notify). Whatever
+// the program writes — any count, from any thread, or nothing after
+// closing its copy — costs at most a look at each QP's SQ head.
 func (s *Session) readNotify(n *notifier) {
 	defer close(n.done)
 	p := s.p
@@ -137,7 +139,7 @@ func (s *Session) readNotify(n *notifier) {
 		}
 		p.notifyWakeups.Add(1)
 		for id := range *s.qpIDs.Load() {
-			p.cfg.DataPlane.Doorbell(id)
+			p.cfg.DataPlane.Notify(id)
 		}
 	}
 }

@@ -20,9 +20,9 @@ type fakeDataPlane struct {
 	kicks atomic.Int32
 }
 
-func (f *fakeDataPlane) Doorbell(qpid uint32) { f.rung <- qpid }
-func (f *fakeDataPlane) Kick()                { f.kicks.Add(1) }
-func (f *fakeDataPlane) TakeUpPosted(uint32)  {}
+func (f *fakeDataPlane) Notify(qpid uint32)  { f.rung <- qpid }
+func (f *fakeDataPlane) Kick()               { f.kicks.Add(1) }
+func (f *fakeDataPlane) TakeUpPosted(uint32) {}
 
 // ring waits for the next QP rung.
 func (f *fakeDataPlane) ring(t *testing.T, what string) uint32 {

@@ -107,12 +107,15 @@ type Config struct {
 	DataPlane DataPlane
 }
 
-// DataPlane is what the provider asks of the data plane: ring a QP (a
-// notification names a context, whose QPs are all rung), and wake a
-// parked engine when a context that cannot notify gets a QP, so that it
-// polls that context's doorbell page with backoff again.
+// DataPlane is what the provider asks of the data plane: pass on a post
+// notification for a QP (Notify: a notification names a context, whose
+// QPs are all notified; the data plane wakes only those with a WQE at the
+// SQ head), and wake a parked engine when a context that cannot notify
+// gets a QP, so that it polls that context's doorbell page with backoff
+// again. (The data plane takes a QP's context up when the device loads
+// it at MODIFY_QP: emu/qp Table.Loaded.)
 type DataPlane interface {
-	Doorbell(qpid uint32)
+	Notify(qpid uint32)
 	Kick()
 	// TakeUpPosted returns once the data plane has fetched the WQEs
 	// posted at the QP's SQ head (bounded): commands that must come

@@ -142,7 +142,7 @@ func (c *CQP) createQP(w *WQE) (result, *Error) {
 	if err != nil {
 		return result{}, err
 	}
-	_, e := c.cfg.QPs.Create(qp.Spec{
+	q, e := c.cfg.QPs.Create(qp.Spec{
 		ID: id, Type: typ, State: next, Context: raw, CtxIOVA: hostmem.IOVA(w.W[2]), HMCIOVA: hmcIOVA,
 		Shadow: shadow, SQ: sq, RQ: rq, Virtual: vq, SendCQ: send, RecvCQ: recv,
 		SRQ: srq, PadUncounted: !c.cfg.Profile.Queues.PadFragCounted,
@@ -150,6 +150,7 @@ func (c *CQP) createQP(w *WQE) (result, *Error) {
 	if e != nil {
 		return result{}, fail(MinorObjectExists, "QP table", e)
 	}
+	c.cfg.QPs.Loaded(q)
 	return result{bytes: qp.ContextSize * 2}, nil
 }
 
@@ -183,6 +184,7 @@ func (c *CQP) modifyQP(w *WQE) (result, *Error) {
 		return result{}, err
 	}
 	q.Modify(raw, hostmem.IOVA(w.W[2]), next, send, recv)
+	c.cfg.QPs.Loaded(q)
 	if next == qp.StateClosing {
 		// SQD: the driver waits for QP_SUSPEND_COMPLETE
 		// (docs/hw-controlpath.md "MODIFY_QP transitions").

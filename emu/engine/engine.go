@@ -38,6 +38,11 @@ type Config struct {
 	// TxBatch bounds the packets a worker hands to the link per Send; 0:
 	// the link's BatchSize.
 	TxBatch int
+	// HandOff turns run to completion off: every QP runs on its worker,
+	// also when the worker is parked and the link's receive goroutine or
+	// a notification could run it at once (inline.go). Off by default on
+	// the wall clock; a manual clock and Stepped never run inline.
+	HandOff bool
 }
 
 // ScanConfig is the idle-worker policy: how long a worker with nothing to
@@ -137,6 +142,8 @@ type Engine struct {
 	dp      qp.DataPlane
 	clock   timing.Clock
 	workers []*worker
+	runners []*worker // run to completion (inline.go); none when it is off
+	every   []*worker // workers and runners: every qp.Ctx of the engine
 	port    *port
 
 	srcMu   sync.Mutex
@@ -187,6 +194,18 @@ func New(dev *device.Device, cfg Config) (*Engine, error) {
 	for i := 0; i < cfg.Workers; i++ {
 		e.workers = append(e.workers, newWorker(e, i, pool))
 	}
+	if inlineOK(&cfg, e.clock) {
+		for i := 0; i < runners; i++ {
+			e.runners = append(e.runners, newWorker(e, -1-i, pool))
+		}
+	}
+	e.every = append(append([]*worker{}, e.workers...), e.runners...)
+	if len(e.runners) > 0 {
+		e.port.rx.pend.on = true
+		for _, w := range e.every {
+			w.rx.pend.on = true
+		}
+	}
 	cancel, err := dev.Regs().OnWrite(dev.Profile().Regs.WQEALLOC, func(v uint32) {
 		e.Doorbell(v & regs.WQEALLOC_QPID)
 	})
@@ -194,7 +213,27 @@ func New(dev *device.Device, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.cancelDB = cancel
+	if !cfg.Stepped {
+		dev.QPs().SetOnLoad(e.load)
+	}
 	return e, nil
+}
+
+// load takes up a QP's context when the device loads it (qp.Table.Loaded:
+// CREATE_QP, MODIFY_QP): the transport is built now, and a QP that can
+// now receive or send is run once, which reads the context and sets the
+// PSNs up, so that its first packet or WQE finds it ready. Not in
+// Config.Stepped, whose order of events the tests and emu/sim pin: there
+// the first doorbell or packet takes the QP up.
+func (e *Engine) load(q *qp.QP) {
+	if e.closed.Load() {
+		return
+	}
+	tr := e.transportFor(q)
+	switch q.State() {
+	case qp.StateRTR, qp.StateRTS:
+		tr.Doorbell()
+	}
 }
 
 // AttachLink makes l the port's link: frames the port sends go to it, the
@@ -215,7 +254,7 @@ func (e *Engine) AttachLink(l link.Link) error {
 	if batch <= 0 {
 		batch = l.BatchSize()
 	}
-	for _, w := range e.workers {
+	for _, w := range e.every {
 		w.ctx.Pool = l.Pool()
 		w.ctx.MAC = l.MAC()
 		w.batch = max(batch, 1)
@@ -340,6 +379,31 @@ func (e *Engine) Doorbell(qpid uint32) {
 	e.transportFor(q).Doorbell()
 }
 
+// Notify is a post notification's ring of QP qpid (a context's eventfd,
+// docs/dataplane.md "Idle and wake-up on post"): the notification names a
+// context, not a QP, so it is rung for every QP of the context, and only
+// a QP with something new at its SQ head is woken (qp.Transport.Posted) —
+// run at once on the caller's goroutine if its worker is parked
+// (inline.go). Not for WQEALLOC: a register write runs in its writer's
+// goroutine, which may hold the device's locks.
+func (e *Engine) Notify(qpid uint32) {
+	if e.closed.Load() {
+		return
+	}
+	q := e.dev.QPs().Get(qpid)
+	if q == nil {
+		e.unknownDoorbells.Add(1)
+		return
+	}
+	tr := e.transportFor(q)
+	if !tr.Posted() {
+		e.sched.skipped.Add(1)
+		return
+	}
+	tr.Ring()
+	e.wake(tr.Scheduler().(*entry))
+}
+
 // intakeLimit bounds how long a control command waits for a worker to
 // take up what was posted before it (TakeUpPosted): long enough for a
 // worker behind busy programs on two cores, short enough that a stuck one
@@ -411,10 +475,20 @@ func (e *Engine) Close() error {
 	if e.cancelDB != nil {
 		e.cancelDB()
 	}
+	if !e.cfg.Stepped {
+		e.dev.QPs().SetOnLoad(nil)
+	}
 	e.port.close()
 	close(e.stop)
 	e.wg.Wait()
-	for _, w := range e.workers {
+	// A notification reader may be running a QP on a runner: wait for it,
+	// and keep the runners taken, so that nothing runs inline from now on.
+	for _, r := range e.runners {
+		for !r.busy.CompareAndSwap(false, true) {
+			runtime.Gosched()
+		}
+	}
+	for _, w := range e.every {
 		w.close()
 	}
 	e.entMu.Lock()
@@ -438,7 +512,9 @@ type entry struct {
 	w      *worker
 	next   atomic.Pointer[entry]
 	queued atomic.Bool
-	active bool // in w.active (worker-owned)
+	// active: in w.active. Only the worker changes it; a runner reads it
+	// (runNow hands a QP its worker has not seen to the worker).
+	active atomic.Bool
 }
 
 var _ qp.Scheduler = (*entry)(nil)

@@ -18,6 +18,8 @@ type schedCounters struct {
 	parks     atomic.Uint64 // the notifying sources told Park
 	unparks   atomic.Uint64 // and Unpark
 	found     atomic.Uint64 // doorbells found by the poll right after Park
+	inline    atomic.Uint64 // QP runs outside the workers (inline.go)
+	skipped   atomic.Uint64 // notifications for a QP with nothing posted (Notify)
 }
 
 // SchedStats are the workers' scheduling counters.
@@ -36,6 +38,13 @@ type SchedStats struct {
 	// ParkFound counts the doorbells the poll right after a Park found:
 	// posts that raced the Park (they read "polling").
 	ParkFound uint64
+	// Inline counts the QP runs done by the goroutine that brought the
+	// work — a packet, a notification — because the QP's worker was
+	// parked (run to completion, inline.go).
+	Inline uint64
+	// NotifySkipped counts the QPs a post notification did not ring:
+	// nothing new at the SQ head (Engine.Notify).
+	NotifySkipped uint64
 	// Pollers is the number of workers not parked now; Parked whether the
 	// notifying sources were last told Park.
 	Pollers int
@@ -45,7 +54,8 @@ type SchedStats struct {
 func (e *Engine) schedStats() SchedStats {
 	c := &e.sched
 	s := SchedStats{Wakeups: c.wakeups.Load(), TimerArms: c.timerArms.Load(), Parks: c.parks.Load(),
-		Unparks: c.unparks.Load(), ParkFound: c.found.Load(), Pollers: int(e.pollers.Load())}
+		Unparks: c.unparks.Load(), ParkFound: c.found.Load(), Inline: c.inline.Load(), NotifySkipped: c.skipped.Load(),
+		Pollers: int(e.pollers.Load())}
 	e.parkMu.Lock()
 	s.Parked = e.parked
 	e.parkMu.Unlock()

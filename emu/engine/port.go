@@ -40,6 +40,7 @@ var _ link.Receiver = (*port)(nil)
 // multicast group.
 type rxScratch struct {
 	members []uint32
+	pend    pending // the link's goroutine: QPs to run after the batch (inline.go)
 }
 
 // Receive implements link.Receiver: each frame passes the gate and goes to
@@ -56,6 +57,9 @@ func (p *port) Receive(pkts []*link.Packet) {
 	for _, pk := range pkts {
 		p.receive(&p.rx, pk)
 	}
+	// Run to completion (inline.go): each QP that got packets runs here,
+	// once, if its worker is parked.
+	p.e.runPending(&p.rx.pend)
 }
 
 // LinkStateChanged implements link.Receiver: the port state (ibv_query_port;
@@ -137,17 +141,23 @@ func (p *port) receive(s *rxScratch, pk *link.Packet) {
 		p.drop(pk, qp.DropTransport)
 		return
 	}
-	p.deliver(q, pk)
+	p.deliver(s, q, pk)
 }
 
-// deliver queues pk on q's transport and wakes its worker.
-func (p *port) deliver(q *qp.QP, pk *link.Packet) {
+// deliver queues pk on q's transport and wakes its worker, or, on the
+// link's goroutine with run to completion, notes the QP to run after the
+// batch.
+func (p *port) deliver(s *rxScratch, q *qp.QP, pk *link.Packet) {
 	tr := p.e.transportFor(q)
 	if !tr.Deliver(pk) {
 		p.drop(pk, qp.DropInboxFull)
 		return
 	}
 	p.delivered.Add(1)
+	if s.pend.on {
+		s.pend.add(tr.Scheduler().(*entry))
+		return
+	}
 	tr.Wake()
 }
 
@@ -218,9 +228,9 @@ func (p *port) multicast(s *rxScratch, pk *link.Packet, dst netip.Addr) {
 		// The copy's views must alias its own buffer: parse it (bytes the
 		// gate has accepted; only the extra members of a group pay this).
 		_ = wire.ParseFrame(c.Data, &c.Frame)
-		p.deliver(qps[i], c)
+		p.deliver(s, qps[i], c)
 	}
-	p.deliver(qps[k-1], pk)
+	p.deliver(s, qps[k-1], pk)
 }
 
 // countIP adds the received frame to the function's IP/UDP counters.

@@ -48,7 +48,7 @@ func (e *Engine) Stats() Stats {
 		Loopback:         e.port.lb.snapshot(),
 		UnknownDoorbells: e.unknownDoorbells.Load(), IntakeTimeouts: e.intakeTimeouts.Load(), PortUp: link.State(e.port.state.Load()) == link.StateUp,
 		Sched: e.schedStats()}
-	for _, w := range e.workers {
+	for _, w := range e.every {
 		s.Port.Add(w.port.Snapshot())
 	}
 	if e.port.l != nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/irdma-emu/irdma-emu/emu/link"
@@ -31,6 +32,13 @@ type worker struct {
 
 	lastScan time.Duration
 	lastWork time.Duration // when a round or scan last made progress
+
+	// parked is set while the worker sleeps in park: a goroutine with work
+	// for one of its QPs runs it itself then (inline.go).
+	parked atomic.Bool
+	// busy is a runner's owner flag (Engine.runners; inline.go); workers
+	// do not use it.
+	busy atomic.Bool
 }
 
 func newWorker(e *Engine, id int, pool *link.Pool) *worker {
@@ -98,6 +106,7 @@ func (w *worker) flush() {
 		}
 	}
 	p.loop(&w.rx, local, mcast)
+	w.e.runPending(&w.rx.pend)
 	clear(w.tx)
 	w.tx = w.tx[:0]
 	clear(local)
@@ -140,8 +149,8 @@ func (w *worker) runEntry(en *entry) bool {
 	if tr.Dead() {
 		return did
 	}
-	if !en.active {
-		en.active = true
+	if !en.active.Load() {
+		en.active.Store(true)
 		w.active = append(w.active, en)
 	}
 	if more {
@@ -161,12 +170,12 @@ func (w *worker) scan(now time.Duration) bool {
 		tr := en.tr
 		switch {
 		case tr.Dead():
-			en.active = false
+			en.active.Store(false)
 			continue
 		case tr.HasWork():
 			en.Wake()
 		case now-tr.LastWork() > linger && tr.Idle():
-			en.active = false
+			en.active.Store(false)
 			continue
 		}
 		w.active[j] = en
@@ -243,9 +252,14 @@ func (w *worker) loop() {
 func (w *worker) park(idle int) bool {
 	e := w.e
 	sc := &e.cfg.Scan
+	// Parked before it stops counting as a poller: with no pollers left,
+	// every worker takes no more work by itself (Stats().Sched.Pollers 0
+	// means work for any of them is run by whoever brings it).
+	w.parked.Store(true)
 	if e.pollers.Add(-1) == 0 {
 		found, backoff := e.syncSources()
 		if found {
+			w.parked.Store(false)
 			e.pollers.Add(1)
 			e.syncSources()
 			return true
@@ -261,6 +275,7 @@ func (w *worker) park(idle int) bool {
 	case <-e.stop:
 		return false
 	}
+	w.parked.Store(false)
 	w.timer.Stop() // a kick before the backoff ran out: no stray wake-up later
 	e.sched.wakeups.Add(1)
 	e.pollers.Add(1)

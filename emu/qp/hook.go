@@ -16,6 +16,28 @@ import "github.com/irdma-emu/irdma-emu/emu/hostmem"
 // Neither call may be made with q.mu held: the data plane takes q.mu in
 // SyncWQ and EnterError, after it holds the QP.
 
+// SetOnLoad makes f what Loaded calls (the engine: it takes up a QP's
+// context when the device loads it); nil: nothing.
+func (t *Table) SetOnLoad(f func(*QP)) {
+	if f == nil {
+		t.onLoad.Store(nil)
+		return
+	}
+	t.onLoad.Store(&f)
+}
+
+// Loaded tells the data plane that the device loaded q's context: the
+// CQP's CREATE_QP and MODIFY_QP call it once the QP has its new context
+// and state, before the command completes, so the data plane can take
+// the context up then, as hardware does at the modify, rather than at the
+// QP's first doorbell (which then paid for it: docs/performance.md
+// "Idle").
+func (t *Table) Loaded(q *QP) {
+	if f := t.onLoad.Load(); f != nil {
+		(*f)(q)
+	}
+}
+
 // beginControl calls the transport's BeginControl and returns the matching
 // end.
 func (q *QP) beginControl() func(destroyed bool) {

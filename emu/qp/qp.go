@@ -305,9 +305,10 @@ var (
 
 // Table holds the QPs of a function by id; lookups are lock-free.
 type Table struct {
-	mem *hostmem.Memory
-	mu  sync.Mutex
-	tab atomic.Pointer[[]atomic.Pointer[QP]]
+	mem    *hostmem.Memory
+	mu     sync.Mutex
+	tab    atomic.Pointer[[]atomic.Pointer[QP]]
+	onLoad atomic.Pointer[func(*QP)]
 }
 
 // NewTable returns an empty table with room for capacity ids.

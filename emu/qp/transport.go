@@ -143,6 +143,40 @@ func (t *Transport) signal(ev uint32) {
 // worker.
 func (t *Transport) Doorbell() { t.signal(evDoorbell) }
 
+// Ring records a doorbell hint without waking the worker: the caller runs
+// the QP itself, or wakes it when it cannot (the engine's run to
+// completion).
+func (t *Transport) Ring() { t.ev.Or(evDoorbell) }
+
+// Pending reports work a Run would find that arrived for the QP from
+// outside: a queued packet or an event bit. Whoever ran the QP outside its
+// worker looks at it after Unclaim, so that a wake-up the worker skipped
+// while the claim was held is not lost.
+func (t *Transport) Pending() bool {
+	if t.ev.Load() != 0 {
+		return true
+	}
+	in := t.inbox.Load()
+	return in != nil && in.Len() > 0
+}
+
+// Posted reports whether a post notification should ring the QP: a WQE at
+// the SQ fetch index (one load of its valid bit), a context the data plane
+// has not taken up yet (a CREATE_QP or MODIFY_QP no Run has seen), or a
+// QP another goroutine runs now (it may be past its fetch). A QP whose SQ
+// has nothing new needs no ring — nor one whose requester has not started
+// (not yet in RTS), nor its RQ, which is read on demand.
+func (t *Transport) Posted() bool {
+	if t.dead.Load() || !t.TryClaim() {
+		return true
+	}
+	defer t.Unclaim()
+	if t.q.Gen() != t.gen {
+		return true
+	}
+	return t.req.started && t.req.sqPosted(t.dp.Mem)
+}
+
 // Deliver queues a received packet for the QP (the port's receive path),
 // parsed into p.Frame by the gate; the QP reads it from there. It returns
 // false, leaving the packet with the caller to drop and count,

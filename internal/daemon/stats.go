@@ -117,8 +117,11 @@ type Sched struct {
 	Parks     uint64 `json:"parks"`      // every worker parked: programs must notify
 	Unparks   uint64 `json:"unparks"`    // a worker polls again
 	ParkFound uint64 `json:"park_found"` // doorbells found by the poll right after a park
-	Pollers   int    `json:"pollers"`    // workers not parked now
-	Parked    bool   `json:"parked"`
+	Inline    uint64 `json:"inline"`     // QP runs by the goroutine that brought the work (worker parked)
+	// NotifySkipped: QPs of a notifying context not rung (nothing new at the SQ head).
+	NotifySkipped uint64 `json:"notify_skipped"`
+	Pollers       int    `json:"pollers"` // workers not parked now
+	Parked        bool   `json:"parked"`
 }
 
 // HWCounter is one hardware counter.
@@ -264,7 +267,7 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 		p.ProcMemCalls = u.ProcMemCalls
 	}
 	sc := es.Sched
-	p.Sched = Sched{Wakeups: sc.Wakeups, TimerArms: sc.TimerArms, Parks: sc.Parks, Unparks: sc.Unparks,
+	p.Sched = Sched{Wakeups: sc.Wakeups, TimerArms: sc.TimerArms, Parks: sc.Parks, Unparks: sc.Unparks, Inline: sc.Inline, NotifySkipped: sc.NotifySkipped,
 		ParkFound: sc.ParkFound, Pollers: sc.Pollers, Parked: sc.Parked}
 	p.Link = d.linkStats()
 	p.Loopback = LoopbackStats{Frames: es.Loopback.Frames, Bytes: es.Loopback.Bytes,
@@ -293,7 +296,9 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 			continue
 		}
 		seen++
-		if q, ok := d.qpStats(id); ok {
+		// The data plane takes every QP up when its context is loaded
+		// (emu/engine Engine.load); the list is of those with traffic.
+		if q, ok := d.qpStats(id); ok && q.hadTraffic() {
 			s.QPs = append(s.QPs, q)
 		}
 	}
@@ -324,6 +329,21 @@ func (d *Daemon) qpStats(id uint32) (QPStats, bool) {
 		return QPStats{}, false
 	}
 	return QPStats{QPN: id, Type: q.Type.String(), State: q.State().String(), Counters: counters(c)}, true
+}
+
+// hadTraffic reports whether the QP sent or received anything or took a
+// WQE.
+func (q QPStats) hadTraffic() bool {
+	c := &q.Counters
+	return c.TxPackets|c.RxPackets|c.SQWQEs|c.RQWQEs|sum(c.Drops) != 0
+}
+
+func sum(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func counters(c qp.CounterSnapshot) Counters {

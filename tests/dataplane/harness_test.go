@@ -40,6 +40,7 @@ type opts struct {
 	scan     engine.ScanConfig
 	capture  bool // the pair writes a pcap into world.pcap
 	queueLen int
+	handOff  bool // engine.Config.HandOff: no run to completion
 }
 
 // world is two devices on one link.
@@ -115,7 +116,7 @@ func newWorld(t testing.TB, o opts) *world {
 			n.ip = netip.MustParseAddr(fmt.Sprintf("10.0.0.%d", i+1))
 		}
 		eng, err := engine.New(env.Dev, engine.Config{Stepped: o.stepped, Tunables: o.tun, GIDs: []netip.Addr{n.ip},
-			Workers: o.workers, Scan: o.scan})
+			Workers: o.workers, Scan: o.scan, HandOff: o.handOff})
 		if err != nil {
 			t.Fatal(err)
 		}
