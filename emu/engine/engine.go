@@ -368,15 +368,23 @@ func (e *Engine) Kick() {
 
 // Doorbell is a doorbell hint for QP qpid (WQEALLOC, a doorbell source).
 func (e *Engine) Doorbell(qpid uint32) {
+	if tr := e.rung(qpid); tr != nil {
+		tr.Doorbell()
+	}
+}
+
+// rung returns the transport of the QP a doorbell or notification names,
+// nil (counted) when no QP has that id or the engine is closed.
+func (e *Engine) rung(qpid uint32) *qp.Transport {
 	if e.closed.Load() {
-		return
+		return nil
 	}
 	q := e.dev.QPs().Get(qpid)
 	if q == nil {
 		e.unknownDoorbells.Add(1)
-		return
+		return nil
 	}
-	e.transportFor(q).Doorbell()
+	return e.transportFor(q)
 }
 
 // Notify is a post notification's ring of QP qpid (a context's eventfd,
@@ -387,15 +395,10 @@ func (e *Engine) Doorbell(qpid uint32) {
 // (inline.go). Not for WQEALLOC: a register write runs in its writer's
 // goroutine, which may hold the device's locks.
 func (e *Engine) Notify(qpid uint32) {
-	if e.closed.Load() {
+	tr := e.rung(qpid)
+	if tr == nil {
 		return
 	}
-	q := e.dev.QPs().Get(qpid)
-	if q == nil {
-		e.unknownDoorbells.Add(1)
-		return
-	}
-	tr := e.transportFor(q)
 	if !tr.Posted() {
 		e.sched.skipped.Add(1)
 		return
