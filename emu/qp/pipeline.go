@@ -41,8 +41,8 @@ func (t *Transport) Run(ctx *Ctx) (more bool) {
 	did := false
 	defer func() {
 		if did {
-			t.lastWork = ctx.now
-			t.works++
+			t.lastWork.Store(int64(ctx.now))
+			t.works.Add(1)
 		}
 		t.endIntake()
 	}()

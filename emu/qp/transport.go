@@ -52,6 +52,11 @@ type Transport struct {
 	ev    atomic.Uint32
 	dead  atomic.Bool
 	inbox atomic.Pointer[Inbox]
+	// lastWork and works are written by whoever runs the QP (its worker,
+	// or a goroutine running it to completion) and read by the worker's
+	// scan without the claim.
+	lastWork atomic.Int64 // time.Duration
+	works    atomic.Uint64
 	// intake is the channel a TakeUpPosted waits on; the next Run's end
 	// closes it (intake.go).
 	intake atomic.Pointer[chan struct{}]
@@ -80,8 +85,6 @@ type Transport struct {
 	resp      responder
 	stall     dpTimer
 	stalled   bool
-	lastWork  time.Duration
-	works     uint64
 }
 
 // Scheduler is what runs a Transport: the engine's per-QP record. Wake
@@ -288,11 +291,11 @@ func (t *Transport) Idle() bool {
 }
 
 // LastWork is the clock time of the last Run that did something.
-func (t *Transport) LastWork() time.Duration { return t.lastWork }
+func (t *Transport) LastWork() time.Duration { return time.Duration(t.lastWork.Load()) }
 
 // Works counts the Runs that did something (under the claim; the worker
 // compares it around a Run to tell progress from a spurious wake-up).
-func (t *Transport) Works() uint64 { return t.works }
+func (t *Transport) Works() uint64 { return t.works.Load() }
 
 // refresh re-reads the context cache after CREATE/MODIFY_QP.
 func (t *Transport) refresh(g uint64) {
