@@ -32,7 +32,7 @@ var (
 	// "Correlation coefficient r^2: … < 0.9" and returns 0, so the row
 	// divides by it (inf, -nan). Its own clock, not the device.
 	uncalibrated = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+inf\s+inf\s`)
-	latRow = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(\S+)\s+([0-9.]+)\s+([0-9.]+)\s*$`)
+	latRow       = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(\S+)\s+([0-9.]+)\s+([0-9.]+)\s*$`)
 )
 
 // perfRow is one result line: size, iterations and the figures (BW peak,
