@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"sync"
 	"syscall"
 
 	"github.com/irdma-emu/irdma-emu/emu/profile"
@@ -213,32 +214,26 @@ func (d *Device) PortEvent() AsyncEvent {
 // the order the RDMA core's uobject cleanup uses: QPs, AHs and multicast,
 // MRs/MWs are the consumer's; here QPs and CQs the driver tracks.
 func (d *Device) destroyAllObjects() {
-	d.tblMu.RLock()
-	qps := make([]*QP, 0, len(d.qpTable))
-	for _, q := range d.qpTable {
-		qps = append(qps, q)
-	}
-	d.tblMu.RUnlock()
-	for _, q := range qps {
+	for _, q := range tableSnapshot(&d.tblMu, d.qpTable) {
 		_ = d.DestroyQP(q)
 	}
 	d.workWG.Wait()
-	d.tblMu.RLock()
-	srqs := make([]*SRQ, 0, len(d.srqTable))
-	for _, s := range d.srqTable {
-		srqs = append(srqs, s)
-	}
-	d.tblMu.RUnlock()
-	for _, s := range srqs {
+	for _, s := range tableSnapshot(&d.tblMu, d.srqTable) {
 		_ = d.DestroySRQ(s)
 	}
-	d.tblMu.RLock()
-	cqs := make([]*CQ, 0, len(d.cqTable))
-	for _, c := range d.cqTable {
-		cqs = append(cqs, c)
-	}
-	d.tblMu.RUnlock()
-	for _, c := range cqs {
+	for _, c := range tableSnapshot(&d.tblMu, d.cqTable) {
 		_, _, _ = d.DestroyCQ(c)
 	}
+}
+
+// tableSnapshot copies the values of one of the device's object tables
+// under its read lock, so that they can be destroyed without it.
+func tableSnapshot[K comparable, V any](mu *sync.RWMutex, m map[K]V) []V {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
 }
