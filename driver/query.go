@@ -42,6 +42,7 @@ type DeviceAttr struct {
 	MaxFastRegPageListLen uint32
 	MaxPKeys              uint16
 	TimestampMask         uint64
+	HCACoreClock          uint64 // kHz; GEN_3 only
 	PhysPortCnt           uint8
 	NumCompVectors        int
 }
@@ -63,17 +64,19 @@ func (d *Device) QueryDevice() (DeviceAttr, error) {
 	p := d.prof
 	mac := d.mac()
 	a := DeviceAttr{
-		FWVer:                 uint64(d.fwMajor)<<32 | uint64(d.fwMinor),
-		SysImageGUID:          eui48(mac),
-		NodeGUID:              eui48(mac),
-		MaxMRSize:             p.Limits.MaxMRSize,
-		PageSizeCap:           p.Limits.PageSizeCap,
-		VendorID:              uint32(p.Identity.VendorID),
-		VendorPartID:          uint32(p.Identity.DeviceID),
-		HWVer:                 uint32(p.Identity.Revision),
-		MaxQP:                 d.maxQP - d.qpIDs.inUse(),
-		MaxQPWR:               p.Limits.MaxQPWR,
-		DeviceCapFlags:        profile.DeviceMemWindow | profile.DeviceMemMgtExtension | profile.DeviceRCRNRNAKGen,
+		FWVer:        uint64(d.fwMajor)<<32 | uint64(d.fwMinor),
+		SysImageGUID: eui48(mac),
+		NodeGUID:     eui48(mac),
+		MaxMRSize:    p.Limits.MaxMRSize,
+		PageSizeCap:  p.Limits.PageSizeCap,
+		VendorID:     uint32(p.Identity.VendorID),
+		VendorPartID: uint32(p.Identity.DeviceID),
+		HWVer:        uint32(p.Identity.Revision),
+		MaxQP:        d.maxQP - d.qpIDs.inUse(),
+		MaxQPWR:      p.Limits.MaxQPWR,
+		// MEM_WINDOW | MEM_MGT_EXTENSIONS | RC_RNR_NAK_GEN, and
+		// MEM_WINDOW_TYPE_2B on GEN_3.
+		DeviceCapFlags:        p.Limits.DeviceCapFlags,
 		KernelCapLocalDMALKey: true,
 		MaxSendSGE:            d.ukAttrs.MaxHWWQFrags,
 		MaxRecvSGE:            d.ukAttrs.MaxHWWQFrags,
@@ -91,6 +94,7 @@ func (d *Device) QueryDevice() (DeviceAttr, error) {
 		MaxFastRegPageListLen: p.Limits.MaxFastRegPageListLen,
 		MaxPKeys:              uint16(p.Limits.MaxPKeys),
 		TimestampMask:         p.Limits.TimestampMask,
+		HCACoreClock:          p.Limits.HCACoreClockKHz,
 		PhysPortCnt:           1,
 		NumCompVectors:        len(d.ceqs),
 	}
