@@ -49,12 +49,13 @@ type srqPP struct {
 	code           int
 }
 
-// runSRQPP runs the program through `irdma-emu exec` on the daemon of
-// runDir with the build's libraries (LD_LIBRARY_PATH on its lib/, whose
-// libibverbs.d names the build's libirdma), until ctx ends. It may run on
-// a goroutine of its own: failures are returned, not reported.
-func runSRQPP(ctx context.Context, bin string, rc rdmaCore, runDir string, args ...string) (srqPP, error) {
-	argv := append([]string{"exec", "--run-dir", runDir, "--", filepath.Join(rc.build(), "bin", "ibv_srq_pingpong")}, args...)
+// runPingpong runs one of the build's programs (an ibv_*_pingpong) through
+// `irdma-emu exec` on the daemon of runDir with the build's libraries
+// (LD_LIBRARY_PATH on its lib/, whose libibverbs.d names the build's
+// libirdma), until ctx ends. It may run on a goroutine of its own:
+// failures are returned, not reported.
+func runPingpong(ctx context.Context, bin string, rc rdmaCore, runDir, prog string, args ...string) (srqPP, error) {
+	argv := append([]string{"exec", "--run-dir", runDir, "--", filepath.Join(rc.build(), "bin", prog)}, args...)
 	cmd := exec.CommandContext(ctx, bin, argv...)
 	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(rc.build(), "lib"))
 	cmd.WaitDelay = 5 * time.Second
@@ -63,13 +64,13 @@ func runSRQPP(ctx context.Context, bin string, rc rdmaCore, runDir string, args 
 	err := cmd.Run()
 	r := srqPP{stdout: o.String(), stderr: e.String()}
 	if ctx.Err() != nil {
-		return r, fmt.Errorf("ibv_srq_pingpong %v did not finish in time\nstdout:\n%s\nstderr:\n%s", args, r.stdout, r.stderr)
+		return r, fmt.Errorf("%s %v did not finish in time\nstdout:\n%s\nstderr:\n%s", prog, args, r.stdout, r.stderr)
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		r.code = ee.ExitCode()
 	} else if err != nil {
-		return r, fmt.Errorf("ibv_srq_pingpong %v: %v", args, err)
+		return r, fmt.Errorf("%s %v: %v", prog, args, err)
 	}
 	return r, nil
 }
@@ -124,7 +125,7 @@ func TestSRQPingpong65(t *testing.T) {
 		// RoCE needs.
 		const iters, size, qps = 1000, 4096, 16
 		flags := []string{"-g", "1"}
-		srv, cli := srqPair(t, rc, d[0].RunDir, d[1].RunDir, addrs[0], flags)
+		srv, cli := srqPair(t, rc, "ibv_srq_pingpong", d[0].RunDir, d[1].RunDir, addrs[0], flags)
 		for _, x := range []struct {
 			who       string
 			r         srqPP
@@ -164,7 +165,7 @@ func TestSRQPingpong65(t *testing.T) {
 		defer cancel()
 		port := freeTCPPort(t)
 		for _, args := range [][]string{{"-g", "1", "-p", port}, {"-g", "1", "-p", port, addrs[1].String()}} {
-			r, err := runSRQPP(ctx, daemontest.Binary(t), rc, d.RunDir, args...)
+			r, err := runPingpong(ctx, daemontest.Binary(t), rc, d.RunDir, "ibv_srq_pingpong", args...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,11 +176,11 @@ func TestSRQPingpong65(t *testing.T) {
 	})
 }
 
-// srqPair runs the server on the first daemon and then the client on the
-// second, which connects to the server's address. The server listens only
+// srqPair runs prog's server on the first daemon and then its client on
+// the second, which connects to the server's address. The server listens only
 // once it has its QPs; until then the client's connect fails ("Couldn't
 // connect to", exit 1, before any exchange) and it is started again.
-func srqPair(t *testing.T, rc rdmaCore, srvDir, cliDir string, srvAddr netip.Addr, flags []string) (srv, cli srqPP) {
+func srqPair(t *testing.T, rc rdmaCore, prog, srvDir, cliDir string, srvAddr netip.Addr, flags []string) (srv, cli srqPP) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -192,7 +193,7 @@ func srqPair(t *testing.T, rc rdmaCore, srvDir, cliDir string, srvAddr netip.Add
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := runSRQPP(ctx, bin, rc, srvDir, args...)
+		r, err := runPingpong(ctx, bin, rc, srvDir, prog, args...)
 		done <- outcome{r, err}
 	}()
 	server := func(o outcome) srqPP {
@@ -203,7 +204,7 @@ func srqPair(t *testing.T, rc rdmaCore, srvDir, cliDir string, srvAddr netip.Add
 	}
 	for {
 		var err error
-		cli, err = runSRQPP(ctx, bin, rc, cliDir, append(args, srvAddr.String())...)
+		cli, err = runPingpong(ctx, bin, rc, cliDir, prog, append(args, srvAddr.String())...)
 		if err != nil {
 			t.Fatalf("client: %v", err)
 		}
