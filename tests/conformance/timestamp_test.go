@@ -98,3 +98,53 @@ func TestPingpongTimestamps65(t *testing.T) {
 		}
 	})
 }
+
+// TestDevinfoGEN3 runs rdma-core 65's ibv_devinfo -v on the GEN_3 profile:
+// what irdma_query_device adds for GEN_3 reaches the program through
+// EX_QUERY_DEVICE — device_cap_flags 0x01221000 (RC_RNR_NAK_GEN,
+// MEM_WINDOW, MEM_MGT_EXTENSIONS, MEM_WINDOW_TYPE_2B), max_mw equal to
+// max_mr, the 32-bit timestamp mask and hca_core_clock 1000000 kHz — and
+// GEN_2 keeps its own: no type-2B flag, the 17-bit mask, no core clock.
+func TestDevinfoGEN3(t *testing.T) {
+	rc := cachedRdmaCore(t)
+	for _, tc := range []struct {
+		profile string
+		want    map[string]string
+	}{
+		{"gen3", map[string]string{"device_cap_flags": "0x01221000", "completion timestamp_mask": "0x00000000ffffffff",
+			"hca_core_clock": "1000000kHZ", "device_cap_flags_ex": "0x1221000"}},
+		{"gen2", map[string]string{"device_cap_flags": "0x00221000", "completion timestamp_mask": "0x000000000001ffff",
+			"hca_core_clock": "", "device_cap_flags_ex": "0x221000"}},
+	} {
+		t.Run(tc.profile, func(t *testing.T) {
+			d := daemontest.Run(t, daemontest.Options{}, "--addr", testaddr.Loopback(t, 1)[0].String(), "--profile", tc.profile)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r, err := runPingpong(ctx, daemontest.Binary(t), rc, d.RunDir, "ibv_devinfo", "-v")
+			if err != nil || r.code != 0 {
+				t.Fatalf("ibv_devinfo -v: %v, exit status %d\n%s%s", err, r.code, r.stdout, r.stderr)
+			}
+			f := map[string]string{}
+			for _, l := range regexp.MustCompile(`(?m)^\t([a-z_ ]+):\s+(\S+)$`).FindAllStringSubmatch(r.stdout, -1) {
+				if _, seen := f[l[1]]; !seen {
+					f[l[1]] = l[2]
+				}
+			}
+			for k, want := range tc.want {
+				if f[k] != want {
+					t.Errorf("%s: %q, want %q", k, f[k], want)
+				}
+			}
+			if f["max_mw"] != f["max_mr"] || f["max_mw"] == "" {
+				t.Errorf("max_mw %q, max_mr %q: want them equal", f["max_mw"], f["max_mr"])
+			}
+			has2B := regexp.MustCompile(`(?m)^\t+MEM_WINDOW_TYPE_2B$`).MatchString(r.stdout)
+			if has2B != (tc.profile == "gen3") {
+				t.Errorf("MEM_WINDOW_TYPE_2B listed: %v", has2B)
+			}
+			if t.Failed() {
+				t.Logf("ibv_devinfo -v:\n%s", r.stdout)
+			}
+		})
+	}
+}
