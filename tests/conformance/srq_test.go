@@ -108,18 +108,7 @@ var (
 func TestSRQPingpong65(t *testing.T) {
 	rc := cachedRdmaCore(t)
 	t.Run("gen3", func(t *testing.T) {
-		addrs := testaddr.Loopback(t, 2)
-		var d [2]*daemontest.Proc
-		for i, a := range addrs {
-			d[i] = daemontest.Run(t, daemontest.Options{}, "--addr", a.String(), "--profile", "gen3")
-		}
-		t.Cleanup(func() {
-			if t.Failed() {
-				for i := range d {
-					t.Logf("daemon on %s log:\n%s", addrs[i], d[i].Output())
-				}
-			}
-		})
+		addrs, d := gen3Pair(t)
 		// The program's defaults (16 QPs, 1000 iterations each way of
 		// 4096 bytes, 500 receives posted), with GID index 1, which
 		// RoCE needs.
@@ -174,6 +163,25 @@ func TestSRQPingpong65(t *testing.T) {
 			}
 		}
 	})
+}
+
+// gen3Pair starts two GEN_3 daemons on loopback addresses of their own;
+// their logs are shown if the test fails.
+func gen3Pair(t *testing.T) ([]netip.Addr, [2]*daemontest.Proc) {
+	t.Helper()
+	addrs := testaddr.Loopback(t, 2)
+	var d [2]*daemontest.Proc
+	for i, a := range addrs {
+		d[i] = daemontest.Run(t, daemontest.Options{}, "--addr", a.String(), "--profile", "gen3")
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i := range d {
+				t.Logf("daemon on %s log:\n%s", addrs[i], d[i].Output())
+			}
+		}
+	})
+	return addrs, d
 }
 
 // srqPair runs prog's server on the first daemon and then its client on

@@ -39,18 +39,7 @@ func TestPingpongTimestamps65(t *testing.T) {
 	rc := cachedRdmaCore(t)
 	const prog = "ibv_rc_pingpong"
 	t.Run("gen3", func(t *testing.T) {
-		addrs := testaddr.Loopback(t, 2)
-		var d [2]*daemontest.Proc
-		for i, a := range addrs {
-			d[i] = daemontest.Run(t, daemontest.Options{}, "--addr", a.String(), "--profile", "gen3")
-		}
-		t.Cleanup(func() {
-			if t.Failed() {
-				for i := range d {
-					t.Logf("daemon on %s log:\n%s", addrs[i], d[i].Output())
-				}
-			}
-		})
+		addrs, d := gen3Pair(t)
 		srv, cli := srqPair(t, rc, prog, d[0].RunDir, d[1].RunDir, addrs[0], []string{"-g", "1", "-t"})
 		for _, x := range []struct {
 			who string
