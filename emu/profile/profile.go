@@ -262,6 +262,10 @@ func (p *Profile) Validate() error {
 	check(p.Limits.MaxInline == p.UK.MaxHWInline, "MaxInline %d != MaxHWInline %d", p.Limits.MaxInline, p.UK.MaxHWInline)
 	check(p.Limits.MaxCQE+1 == p.UK.MaxHWCQSize, "MaxCQE %d != MaxHWCQSize − 1", p.Limits.MaxCQE)
 	check(p.Limits.MaxCQID <= 1<<p.Fields.CQID.Width || p.Gen >= Gen3, "CQ ids exceed the CQID field")
+	// The CQE timestamp needs a clock rate and fits qword0 [63:32].
+	check((p.UK.FeatureFlags&FeatureCQETimestamping != 0) == (p.Limits.HCACoreClockKHz != 0),
+		"HCACoreClockKHz %d disagrees with feature flag CQE_TIMESTAMPING", p.Limits.HCACoreClockKHz)
+	check(p.Limits.TimestampMask <= 1<<32-1, "TimestampMask %#x wider than the CQE field", p.Limits.TimestampMask)
 	return errors.Join(errs...)
 }
 

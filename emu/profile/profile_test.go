@@ -113,6 +113,9 @@ func TestValidateCatches(t *testing.T) {
 		{"hw_rev mismatch", func(p *profile.Profile) { p.UK.HWRev = profile.Gen3 }},
 		{"CQ ids beyond field", func(p *profile.Profile) { p.Fields.CQID.Width = 16 }},
 		{"max_cqe", func(p *profile.Profile) { p.Limits.MaxCQE = p.UK.MaxHWCQSize }},
+		{"CQE timestamps without a clock", func(p *profile.Profile) { p.UK.FeatureFlags |= profile.FeatureCQETimestamping }},
+		{"a clock without CQE timestamps", func(p *profile.Profile) { p.Limits.HCACoreClockKHz = 1000 }},
+		{"timestamp mask wider than the field", func(p *profile.Profile) { p.Limits.TimestampMask = 1 << 32 }},
 	}
 	for _, tc := range tests {
 		p := profile.GEN2()
