@@ -64,19 +64,17 @@ func (d *Device) QueryDevice() (DeviceAttr, error) {
 	p := d.prof
 	mac := d.mac()
 	a := DeviceAttr{
-		FWVer:        uint64(d.fwMajor)<<32 | uint64(d.fwMinor),
-		SysImageGUID: eui48(mac),
-		NodeGUID:     eui48(mac),
-		MaxMRSize:    p.Limits.MaxMRSize,
-		PageSizeCap:  p.Limits.PageSizeCap,
-		VendorID:     uint32(p.Identity.VendorID),
-		VendorPartID: uint32(p.Identity.DeviceID),
-		HWVer:        uint32(p.Identity.Revision),
-		MaxQP:        d.maxQP - d.qpIDs.inUse(),
-		MaxQPWR:      p.Limits.MaxQPWR,
-		// MEM_WINDOW | MEM_MGT_EXTENSIONS | RC_RNR_NAK_GEN, and
-		// MEM_WINDOW_TYPE_2B on GEN_3.
-		DeviceCapFlags:        p.Limits.DeviceCapFlags,
+		FWVer:                 uint64(d.fwMajor)<<32 | uint64(d.fwMinor),
+		SysImageGUID:          eui48(mac),
+		NodeGUID:              eui48(mac),
+		MaxMRSize:             p.Limits.MaxMRSize,
+		PageSizeCap:           p.Limits.PageSizeCap,
+		VendorID:              uint32(p.Identity.VendorID),
+		VendorPartID:          uint32(p.Identity.DeviceID),
+		HWVer:                 uint32(p.Identity.Revision),
+		MaxQP:                 d.maxQP - d.qpIDs.inUse(),
+		MaxQPWR:               p.Limits.MaxQPWR,
+		DeviceCapFlags:        p.Limits.DeviceCapFlags, // MEM_WINDOW | MEM_MGT_EXTENSIONS | RC_RNR_NAK_GEN (+ MEM_WINDOW_TYPE_2B on GEN_3)
 		KernelCapLocalDMALKey: true,
 		MaxSendSGE:            d.ukAttrs.MaxHWWQFrags,
 		MaxRecvSGE:            d.ukAttrs.MaxHWWQFrags,
