@@ -16,8 +16,9 @@ import "github.com/irdma-emu/irdma-emu/emu/regs"
 // visible to user space): the BAR0 register layout (GEN_3 takes it from
 // the control plane over virtchnl, ig3rdma_get_reg_addr), the AEQE layout
 // (GEN_3 moved its fields, defs.h IRDMA_AEQE_*_GEN_3), the RoCE QP host
-// context apart from its SRQ fields (GEN_3 moved the PD id, the statistics
-// index and the IRD/ORD encodings: ctrl.c:irdma_sc_qp_setctx_roce_gen_3),
+// context apart from its SRQ fields and REMOTE_ATOMIC_EN (GEN_3 moved the
+// PD id, the statistics index and the IRD/ORD encodings:
+// ctrl.c:irdma_sc_qp_setctx_roce_gen_3),
 // and the per-device field masks. docs/hw-datapath.md "Generations" lists
 // the differences.
 func GEN3() Profile {

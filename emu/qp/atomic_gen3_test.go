@@ -13,10 +13,11 @@ import (
 // profile, where the QP's right is REMOTE_ATOMIC_EN (+160 b18) and the
 // MR's is REG_MR's REMOTE_ATOMIC_EN (b61). Values are hand-computed:
 // memory holds host-order (little-endian) words, the AtomicETH and the
-// AtomicAckETH carry them big-endian (IBTA 9.3.4.1; rxe_resp.c
+// AtomicAckETH carry them big-endian (IBTA Vol 1 §9.3.4, §9.3.6; rxe_resp.c
 // atomic_reply). A misaligned VA and a QP without the right are invalid
 // requests, an MR without the right a remote access error (rxe_resp.c:
-// RESPST_ERR_MISALIGNED_ATOMIC, check_op_valid, check_rkey).
+// RESPST_ERR_MISALIGNED_ATOMIC, check_op_valid, check_rkey). A duplicate
+// is answered from the saved original, not executed again.
 func TestResponderAtomicGen3(t *testing.T) {
 	const (
 		off  = 4096 // where the word lives in the rig's MR
