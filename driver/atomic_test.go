@@ -11,7 +11,6 @@ import (
 
 	"github.com/irdma-emu/irdma-emu/driver/uk"
 	"github.com/irdma-emu/irdma-emu/emu/device"
-	"github.com/irdma-emu/irdma-emu/emu/engine"
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
 	"github.com/irdma-emu/irdma-emu/emu/link"
 	"github.com/irdma-emu/irdma-emu/emu/profile"
@@ -50,34 +49,8 @@ func newAtomNode(t *testing.T, p profile.Profile, host byte, end *link.End) *ato
 		_ = dev.Close()
 		t.Fatal(err)
 	}
-	eng, err := engine.New(dev, engine.Config{GIDs: nd.IPs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.AttachLink(end); err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		eng.Close()
-		if err := d.Close(); err != nil {
-			t.Errorf("driver Close: %v", err)
-		}
-		_ = dev.Close()
-	})
-	n := &atomNode{t: t, dev: dev, d: d, pd: mustPD(t, d), nd: nd, va: atomVA}
-	own, found := gidFromAddr(nd.IPs[0]), false
-	for i, g := range d.GIDTable() {
-		if g.GID == own && g.Type == GIDTypeRoCEv2 {
-			n.sgid, found = uint8(i), true
-			break
-		}
-	}
-	if !found {
-		t.Fatalf("no RoCEv2 GID for %v", nd.IPs[0])
-	}
+	startEngine(t, dev, d, nd, end)
+	n := &atomNode{t: t, dev: dev, d: d, pd: mustPD(t, d), nd: nd, va: atomVA, sgid: roceV2GID(t, d, nd.IPs[0])}
 	if n.cq, err = d.CreateCQ(CQAttr{CQE: 256}); err != nil {
 		t.Fatal(err)
 	}
@@ -158,25 +131,10 @@ func connectAtom(t *testing.T, n *atomNode, q *QP, pn *atomNode, peer *QP, acces
 	}
 }
 
-// poll collects n completions of node nd's CQ (or fails after 5 s).
+// poll collects k completions of the node's CQ (or fails after 5 s).
 func (n *atomNode) poll(k int) []WorkCompletion {
 	n.t.Helper()
-	var out []WorkCompletion
-	deadline := time.Now().Add(5 * time.Second)
-	for len(out) < k {
-		got, err := n.d.PollCQ(n.cq, k-len(out))
-		if err != nil {
-			n.t.Fatalf("PollCQ: %v", err)
-		}
-		out = append(out, got...)
-		if len(got) == 0 {
-			if time.Now().After(deadline) {
-				n.t.Fatalf("%d of %d completions: %+v", len(out), k, out)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	return out
+	return pollCQ(n.t, n.d, n.cq, k, 5*time.Second)
 }
 
 const (

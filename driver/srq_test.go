@@ -58,37 +58,10 @@ func newSRQWorld(t *testing.T) *srqWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.New(dev, engine.Config{GIDs: nd.IPs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.AttachLink(pair.A()); err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		eng.Close()
-		pair.Close()
-		if err := d.Close(); err != nil {
-			t.Errorf("driver Close: %v", err)
-		}
-		_ = dev.Close()
-	})
-	w := &srqWorld{t: t, dev: dev, d: d, pd: mustPD(t, d), va: srqTestVA}
+	t.Cleanup(func() { pair.Close() })
+	startEngine(t, dev, d, nd, pair.A())
+	w := &srqWorld{t: t, dev: dev, d: d, pd: mustPD(t, d), va: srqTestVA, sgid: roceV2GID(t, d, nd.IPs[0])}
 	copy(w.mac[:], nd.MAC())
-	own := gidFromAddr(nd.IPs[0])
-	found := false
-	for i, g := range d.GIDTable() {
-		if g.GID == own && g.Type == GIDTypeRoCEv2 {
-			w.sgid, found = uint8(i), true
-			break
-		}
-	}
-	if !found {
-		t.Fatalf("no RoCEv2 GID for %v", nd.IPs[0])
-	}
 	if w.cq, err = d.CreateCQ(CQAttr{CQE: 64}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +73,42 @@ func newSRQWorld(t *testing.T) *srqWorld {
 }
 
 // sge is 64 bytes at page i of the buffer.
+// startEngine runs dev's data plane on end; at cleanup the engine, the
+// driver and the device close in that order.
+func startEngine(t *testing.T, dev *device.Device, d *Device, nd *StaticNetdev, end *link.End) {
+	t.Helper()
+	eng, err := engine.New(dev, engine.Config{GIDs: nd.IPs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.AttachLink(end); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		eng.Close()
+		if err := d.Close(); err != nil {
+			t.Errorf("driver Close: %v", err)
+		}
+		_ = dev.Close()
+	})
+}
+
+// roceV2GID is the GID table index of ip's RoCEv2 GID.
+func roceV2GID(t *testing.T, d *Device, ip netip.Addr) uint8 {
+	t.Helper()
+	own := gidFromAddr(ip)
+	for i, g := range d.GIDTable() {
+		if g.GID == own && g.Type == GIDTypeRoCEv2 {
+			return uint8(i)
+		}
+	}
+	t.Fatalf("no RoCEv2 GID for %v", ip)
+	return 0
+}
+
 func (w *srqWorld) sge(i int, n uint32) SGE {
 	return SGE{Addr: w.va + uint64(i)*4096, Length: n, LKey: w.mr.LKey()}
 }
@@ -191,17 +200,23 @@ func (w *srqWorld) send(q *QP, id uint64, page int, n uint32) {
 // poll collects n completions (or fails after 3 s).
 func (w *srqWorld) poll(n int) []WorkCompletion {
 	w.t.Helper()
+	return pollCQ(w.t, w.d, w.cq, n, 3*time.Second)
+}
+
+// pollCQ collects n completions of cq (or fails after limit).
+func pollCQ(t *testing.T, d *Device, cq *CQ, n int, limit time.Duration) []WorkCompletion {
+	t.Helper()
 	var out []WorkCompletion
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(limit)
 	for len(out) < n {
-		got, err := w.d.PollCQ(w.cq, n-len(out))
+		got, err := d.PollCQ(cq, n-len(out))
 		if err != nil {
-			w.t.Fatalf("PollCQ: %v", err)
+			t.Fatalf("PollCQ: %v", err)
 		}
 		out = append(out, got...)
 		if len(got) == 0 {
 			if time.Now().After(deadline) {
-				w.t.Fatalf("%d of %d completions: %+v", len(out), n, out)
+				t.Fatalf("%d of %d completions: %+v", len(out), n, out)
 			}
 			time.Sleep(time.Millisecond)
 		}
