@@ -111,24 +111,8 @@ func (n *atomNode) qp() *QP {
 // connectAtom moves q (on n) to RTS aimed at peer on pn, with access.
 func connectAtom(t *testing.T, n *atomNode, q *QP, pn *atomNode, peer *QP, access uint32) {
 	t.Helper()
-	steps := []struct {
-		attr QPAttr
-		mask QPAttrMask
-	}{
-		{QPAttr{QPState: QPSInit, QPAccessFlags: access, PortNum: 1},
-			QPAttrState | QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
-		{QPAttr{QPState: QPSRTR, PathMTU: MTU1024, DestQPNum: peer.ID(), RQPSN: 0x200, MaxDestRdAtomic: 4,
-			MinRNRTimer: 1, AH: AHAttr{GRH: true, SGIDIndex: n.sgid, HopLimit: 64,
-				DGID: gidFromAddr(pn.nd.IPs[0]), DMAC: [6]byte(pn.nd.MAC())}},
-			QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer},
-		{QPAttr{QPState: QPSRTS, SQPSN: 0x200, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
-			QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
-	}
-	for _, s := range steps {
-		if err := n.d.ModifyQP(q, &s.attr, s.mask); err != nil {
-			t.Fatalf("QP %d → %v: %v", q.ID(), s.attr.QPState, err)
-		}
-	}
+	rcToRTS(t, n.d, q, rcPath{access: access, peer: peer.ID(), psn: 0x200, rdAtomic: 4, rnr: 7,
+		sgid: n.sgid, dgid: pn.nd.IPs[0], dmac: [6]byte(pn.nd.MAC())})
 }
 
 // poll collects k completions of the node's CQ (or fails after 5 s).

@@ -168,23 +168,43 @@ func (w *srqWorld) connect(a, b *QP, rnr uint8) {
 	w.t.Helper()
 	for _, p := range [][2]*QP{{a, b}, {b, a}} {
 		q, peer := p[0], p[1]
-		steps := []struct {
-			attr QPAttr
-			mask QPAttrMask
-		}{
-			{QPAttr{QPState: QPSInit, QPAccessFlags: AccessRemoteWrite, PortNum: 1},
-				QPAttrState | QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
-			{QPAttr{QPState: QPSRTR, PathMTU: MTU1024, DestQPNum: peer.ID(), RQPSN: 0x100, MaxDestRdAtomic: 1,
-				MinRNRTimer: 1, AH: AHAttr{GRH: true, SGIDIndex: w.sgid, HopLimit: 64,
-					DGID: gidFromAddr(netip.MustParseAddr("192.0.2.1")), DMAC: w.mac}},
-				QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer},
-			{QPAttr{QPState: QPSRTS, SQPSN: 0x100, Timeout: 14, RetryCnt: 7, RNRRetry: rnr, MaxRdAtomic: 1},
-				QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
-		}
-		for _, s := range steps {
-			if err := w.d.ModifyQP(q, &s.attr, s.mask); err != nil {
-				w.t.Fatalf("QP %d → %v: %v", q.ID(), s.attr.QPState, err)
-			}
+		rcToRTS(w.t, w.d, q, rcPath{access: AccessRemoteWrite, peer: peer.ID(), psn: 0x100, rdAtomic: 1, rnr: rnr,
+			sgid: w.sgid, dgid: netip.MustParseAddr("192.0.2.1"), dmac: w.mac})
+	}
+}
+
+// rcPath is what the RC QPs of the driver tests differ in on their way to
+// RTS.
+type rcPath struct {
+	access   uint32 // INIT: qp_access_flags
+	peer     uint32 // RTR: dest QP
+	psn      uint32 // RTR: RQ PSN; RTS: SQ PSN
+	rdAtomic uint8  // RTR: max_dest_rd_atomic; RTS: max_rd_atomic
+	rnr      uint8  // RTS: RNR retry
+	sgid     uint8
+	dgid     netip.Addr
+	dmac     [6]byte
+}
+
+// rcToRTS moves q through INIT and RTR to RTS along p (MTU 1024, timeout
+// 14, retry count 7).
+func rcToRTS(t *testing.T, d *Device, q *QP, p rcPath) {
+	t.Helper()
+	steps := []struct {
+		attr QPAttr
+		mask QPAttrMask
+	}{
+		{QPAttr{QPState: QPSInit, QPAccessFlags: p.access, PortNum: 1},
+			QPAttrState | QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
+		{QPAttr{QPState: QPSRTR, PathMTU: MTU1024, DestQPNum: p.peer, RQPSN: p.psn, MaxDestRdAtomic: p.rdAtomic,
+			MinRNRTimer: 1, AH: AHAttr{GRH: true, SGIDIndex: p.sgid, HopLimit: 64, DGID: gidFromAddr(p.dgid), DMAC: p.dmac}},
+			QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer},
+		{QPAttr{QPState: QPSRTS, SQPSN: p.psn, Timeout: 14, RetryCnt: 7, RNRRetry: p.rnr, MaxRdAtomic: p.rdAtomic},
+			QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
+	}
+	for _, s := range steps {
+		if err := d.ModifyQP(q, &s.attr, s.mask); err != nil {
+			t.Fatalf("QP %d → %v: %v", q.ID(), s.attr.QPState, err)
 		}
 	}
 }
