@@ -5,6 +5,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irdma-emu/irdma-emu/emu/profile"
 	"github.com/irdma-emu/irdma-emu/emu/regs"
 )
 
@@ -241,6 +242,13 @@ func (d *Device) modifyQPLocked(q *QP, attr *QPAttr, mask QPAttrMask, u *ModifyQ
 		}
 		if attr.QPAccessFlags&AccessRemoteRead != 0 {
 			c.RdEn = true
+		}
+		// irdma_modify_qp_roce: remote_atomics_en, which only
+		// irdma_sc_qp_setctx_roce_gen_3 writes to the context. GEN_2
+		// stays as the pre-GEN_3 driver of the reference (no field, and
+		// irdma_query_qp does not report the right).
+		if attr.QPAccessFlags&AccessRemoteAtomic != 0 && d.prof.Gen >= profile.Gen3 {
+			c.RemoteAtomicsEn = true
 		}
 	}
 	issue := false

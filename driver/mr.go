@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/irdma-emu/irdma-emu/driver/uk"
+	"github.com/irdma-emu/irdma-emu/emu/profile"
 )
 
 // IB access flags (ib_access_flags).
@@ -394,6 +395,8 @@ func (d *Device) hwRegMR(m *MR, access uint32) error {
 		VA: m.userBase, STagIdx: m.stag >> 8, STagKey: uint8(m.stag), TotalLen: m.length,
 		AccessRights: rights, PDID: m.pd.id, ZeroBased: rights&accessZeroBased != 0,
 		PageSize: m.pageSize,
+		// Only with IRDMA_FEATURE_ATOMIC_OPS (irdma_hwreg_mr).
+		RemoteAtomicsEn: access&AccessRemoteAtomic != 0 && d.ukAttrs.FeatureFlags&profile.FeatureAtomicOps != 0,
 	}
 	if m.length == 0 && !m.pd.unsafeGlobalRKey {
 		// irdma_sc_mr_reg_non_shared: !total_len && !all_memory.

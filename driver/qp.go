@@ -592,6 +592,9 @@ func (d *Device) QueryQP(q *QP) (QPAttr, QPInitAttr) {
 	if q.ctx.BindEn {
 		a.QPAccessFlags |= AccessMWBind
 	}
+	if q.ctx.RemoteAtomicsEn { // irdma_get_ib_acc_flags
+		a.QPAccessFlags |= AccessRemoteAtomic
+	}
 	a.PortNum = 1
 	a.PathMTU = mtuIntToEnum(int(q.ctx.SndMSS))
 	a.QKey = q.ctx.QKey

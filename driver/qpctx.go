@@ -58,6 +58,10 @@ type roceCtx struct {
 	// GEN_2's layout otherwise (emu/profile GEN3).
 	UseSRQ bool
 	SRQID  uint32
+	// RemoteAtomicsEn is GEN_3's REMOTE_ATOMIC_EN, +160 b18
+	// (ctx_info->remote_atomics_en); set only on GEN_3, where IRDSIZE
+	// never reaches b18 (the largest IRD, 64, encodes as 3).
+	RemoteAtomicsEn bool
 
 	// irdma_udp_offload_info
 	IPv4          bool
@@ -159,7 +163,7 @@ func encodeRoCECtx(c *roceCtx) [qpCtxSize / 8]uint64 {
 		b2u(c.WrRdRespEn)<<20 | b2u(c.RdEn)<<21 | b2u(c.StatsIdxValid)<<26 |
 		b2u(c.BindEn)<<23 | b2u(c.FastRegEn)<<24 | b2u(c.DCQCNEn)<<22 |
 		b2u(c.RcvNoICRC)<<31 | b2u(c.FWCCEn)<<28 | b2u(c.UDPrivCQEn)<<19 |
-		b2u(c.PrivModeEn)<<25 | b2u(c.TimelyEn)<<27
+		b2u(c.PrivModeEn)<<25 | b2u(c.TimelyEn)<<27 | b2u(c.RemoteAtomicsEn)<<18
 	// +168
 	q[21] = c.QPComplCtx
 	// +176

@@ -58,37 +58,10 @@ func newSRQWorld(t *testing.T) *srqWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.New(dev, engine.Config{GIDs: nd.IPs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.AttachLink(pair.A()); err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		eng.Close()
-		pair.Close()
-		if err := d.Close(); err != nil {
-			t.Errorf("driver Close: %v", err)
-		}
-		_ = dev.Close()
-	})
-	w := &srqWorld{t: t, dev: dev, d: d, pd: mustPD(t, d), va: srqTestVA}
+	t.Cleanup(func() { pair.Close() })
+	startEngine(t, dev, d, nd, pair.A())
+	w := &srqWorld{t: t, dev: dev, d: d, pd: mustPD(t, d), va: srqTestVA, sgid: roceV2GID(t, d, nd.IPs[0])}
 	copy(w.mac[:], nd.MAC())
-	own := gidFromAddr(nd.IPs[0])
-	found := false
-	for i, g := range d.GIDTable() {
-		if g.GID == own && g.Type == GIDTypeRoCEv2 {
-			w.sgid, found = uint8(i), true
-			break
-		}
-	}
-	if !found {
-		t.Fatalf("no RoCEv2 GID for %v", nd.IPs[0])
-	}
 	if w.cq, err = d.CreateCQ(CQAttr{CQE: 64}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +73,42 @@ func newSRQWorld(t *testing.T) *srqWorld {
 }
 
 // sge is 64 bytes at page i of the buffer.
+// startEngine runs dev's data plane on end; at cleanup the engine, the
+// driver and the device close in that order.
+func startEngine(t *testing.T, dev *device.Device, d *Device, nd *StaticNetdev, end *link.End) {
+	t.Helper()
+	eng, err := engine.New(dev, engine.Config{GIDs: nd.IPs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.AttachLink(end); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		eng.Close()
+		if err := d.Close(); err != nil {
+			t.Errorf("driver Close: %v", err)
+		}
+		_ = dev.Close()
+	})
+}
+
+// roceV2GID is the GID table index of ip's RoCEv2 GID.
+func roceV2GID(t *testing.T, d *Device, ip netip.Addr) uint8 {
+	t.Helper()
+	own := gidFromAddr(ip)
+	for i, g := range d.GIDTable() {
+		if g.GID == own && g.Type == GIDTypeRoCEv2 {
+			return uint8(i)
+		}
+	}
+	t.Fatalf("no RoCEv2 GID for %v", ip)
+	return 0
+}
+
 func (w *srqWorld) sge(i int, n uint32) SGE {
 	return SGE{Addr: w.va + uint64(i)*4096, Length: n, LKey: w.mr.LKey()}
 }
@@ -159,23 +168,43 @@ func (w *srqWorld) connect(a, b *QP, rnr uint8) {
 	w.t.Helper()
 	for _, p := range [][2]*QP{{a, b}, {b, a}} {
 		q, peer := p[0], p[1]
-		steps := []struct {
-			attr QPAttr
-			mask QPAttrMask
-		}{
-			{QPAttr{QPState: QPSInit, QPAccessFlags: AccessRemoteWrite, PortNum: 1},
-				QPAttrState | QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
-			{QPAttr{QPState: QPSRTR, PathMTU: MTU1024, DestQPNum: peer.ID(), RQPSN: 0x100, MaxDestRdAtomic: 1,
-				MinRNRTimer: 1, AH: AHAttr{GRH: true, SGIDIndex: w.sgid, HopLimit: 64,
-					DGID: gidFromAddr(netip.MustParseAddr("192.0.2.1")), DMAC: w.mac}},
-				QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer},
-			{QPAttr{QPState: QPSRTS, SQPSN: 0x100, Timeout: 14, RetryCnt: 7, RNRRetry: rnr, MaxRdAtomic: 1},
-				QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
-		}
-		for _, s := range steps {
-			if err := w.d.ModifyQP(q, &s.attr, s.mask); err != nil {
-				w.t.Fatalf("QP %d → %v: %v", q.ID(), s.attr.QPState, err)
-			}
+		rcToRTS(w.t, w.d, q, rcPath{access: AccessRemoteWrite, peer: peer.ID(), psn: 0x100, rdAtomic: 1, rnr: rnr,
+			sgid: w.sgid, dgid: netip.MustParseAddr("192.0.2.1"), dmac: w.mac})
+	}
+}
+
+// rcPath is what the RC QPs of the driver tests differ in on their way to
+// RTS.
+type rcPath struct {
+	access   uint32 // INIT: qp_access_flags
+	peer     uint32 // RTR: dest QP
+	psn      uint32 // RTR: RQ PSN; RTS: SQ PSN
+	rdAtomic uint8  // RTR: max_dest_rd_atomic; RTS: max_rd_atomic
+	rnr      uint8  // RTS: RNR retry
+	sgid     uint8
+	dgid     netip.Addr
+	dmac     [6]byte
+}
+
+// rcToRTS moves q through INIT and RTR to RTS along p (MTU 1024, timeout
+// 14, retry count 7).
+func rcToRTS(t *testing.T, d *Device, q *QP, p rcPath) {
+	t.Helper()
+	steps := []struct {
+		attr QPAttr
+		mask QPAttrMask
+	}{
+		{QPAttr{QPState: QPSInit, QPAccessFlags: p.access, PortNum: 1},
+			QPAttrState | QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
+		{QPAttr{QPState: QPSRTR, PathMTU: MTU1024, DestQPNum: p.peer, RQPSN: p.psn, MaxDestRdAtomic: p.rdAtomic,
+			MinRNRTimer: 1, AH: AHAttr{GRH: true, SGIDIndex: p.sgid, HopLimit: 64, DGID: gidFromAddr(p.dgid), DMAC: p.dmac}},
+			QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer},
+		{QPAttr{QPState: QPSRTS, SQPSN: p.psn, Timeout: 14, RetryCnt: 7, RNRRetry: p.rnr, MaxRdAtomic: p.rdAtomic},
+			QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
+	}
+	for _, s := range steps {
+		if err := d.ModifyQP(q, &s.attr, s.mask); err != nil {
+			t.Fatalf("QP %d → %v: %v", q.ID(), s.attr.QPState, err)
 		}
 	}
 }
@@ -191,17 +220,23 @@ func (w *srqWorld) send(q *QP, id uint64, page int, n uint32) {
 // poll collects n completions (or fails after 3 s).
 func (w *srqWorld) poll(n int) []WorkCompletion {
 	w.t.Helper()
+	return pollCQ(w.t, w.d, w.cq, n, 3*time.Second)
+}
+
+// pollCQ collects n completions of cq (or fails after limit).
+func pollCQ(t *testing.T, d *Device, cq *CQ, n int, limit time.Duration) []WorkCompletion {
+	t.Helper()
 	var out []WorkCompletion
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(limit)
 	for len(out) < n {
-		got, err := w.d.PollCQ(w.cq, n-len(out))
+		got, err := d.PollCQ(cq, n-len(out))
 		if err != nil {
-			w.t.Fatalf("PollCQ: %v", err)
+			t.Fatalf("PollCQ: %v", err)
 		}
 		out = append(out, got...)
 		if len(got) == 0 {
 			if time.Now().After(deadline) {
-				w.t.Fatalf("%d of %d completions: %+v", len(out), n, out)
+				t.Fatalf("%d of %d completions: %+v", len(out), n, out)
 			}
 			time.Sleep(time.Millisecond)
 		}

@@ -429,6 +429,9 @@ type stagInfo struct {
 	HMCFcnIdx    uint16
 	MWWide       bool // type-1 window
 	MR           bool // dealloc: MR (true) or MW
+	// RemoteAtomicsEn is GEN_3's REMOTE_ATOMIC_EN, hdr b61 (the bit
+	// GEN_2 names USEPFRID, which the driver never sets).
+	RemoteAtomicsEn bool
 }
 
 // buildAllocSTag is irdma_sc_alloc_stag (MR variant): qw1 PDID (device
@@ -447,7 +450,7 @@ func buildAllocSTag(f profile.Fields, s stagInfo) cqpWQE {
 		w[6] = bits(uint64(s.FirstPBLIdx), 27, 0)
 	}
 	w[3] = opHdr(cqpOpAllocSTag) | 1<<43 | bits(uint64(s.AccessRights), 52, 48) |
-		bits(uint64(s.ChunkSize), 45, 44) | bits(pg, 47, 46) | b2u(s.RemoteAccess)<<53
+		bits(uint64(s.ChunkSize), 45, 44) | bits(pg, 47, 46) | b2u(s.RemoteAccess)<<53 | b2u(s.RemoteAtomicsEn)<<61
 	return w
 }
 
@@ -465,7 +468,8 @@ func buildAllocMW(f profile.Fields, s stagInfo) cqpWQE {
 // offset; qw1 STAGLEN | PDID; qw2 KEY [7:0] | STAG_IDX [31:8] | PDID_HI;
 // qw4 reg_addr_pa when chunk_size = 0; qw5 hmc_fcn_index; qw6 FIRSTPMPBLIDX
 // when chunk_size ≠ 0; hdr MR b43, LPBLSIZE, HPAGESIZE, ARIGHTS,
-// REMACCENABLED (rights include remote read or write), VABASEDTO b59. The
+// REMACCENABLED (rights include remote read or write), VABASEDTO b59,
+// REMOTE_ATOMIC_EN b61 (GEN_3). The
 // page size must be 4K, 2M or 1G (-EINVAL otherwise), and a PBL index must
 // lie inside the PBLE object (pbleCnt).
 func buildRegMR(f profile.Fields, s stagInfo, pbleCnt uint32) (cqpWQE, error) {
@@ -492,7 +496,7 @@ func buildRegMR(f profile.Fields, s stagInfo, pbleCnt uint32) (cqpWQE, error) {
 	w[5] = uint64(s.HMCFcnIdx)
 	remote := s.AccessRights&accessRemoteOnly != 0
 	w[3] = opHdr(cqpOpRegMR) | 1<<43 | bits(uint64(s.ChunkSize), 45, 44) | bits(pg, 47, 46) |
-		bits(uint64(s.AccessRights), 52, 48) | b2u(remote)<<53 | b2u(!s.ZeroBased)<<59
+		bits(uint64(s.AccessRights), 52, 48) | b2u(remote)<<53 | b2u(!s.ZeroBased)<<59 | b2u(s.RemoteAtomicsEn)<<61
 	return w, nil
 }
 

@@ -114,7 +114,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Engine.Workers, "workers", 0, "data-plane worker goroutines (default min(GOMAXPROCS, 4))")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on the orderly part of shutdown")
 	profName := fs.String("profile", "gen2", "device generation: gen2 (Intel E810, the default) or gen3 (Intel IPU E2100: SRQ, 64-byte CQEs; docs/hw-datapath.md \"Generations\")")
-	atomics := fs.Bool("atomics", false, "enable RDMA atomics (FETCH_ADD, CMP_SWAP): an E810 has them only when its firmware allows (FTN_FLAGS)")
+	atomics := fs.Bool("atomics", false, "enable RDMA atomics (FETCH_ADD, CMP_SWAP) on gen2: an E810 has them only when its firmware allows (FTN_FLAGS); gen3 has them")
 	fs.DurationVar(&cfg.Engine.Scan.MaxBackoff, "scan-max-backoff", 0, "longest sleep between polls of a doorbell page whose program cannot notify (an old preload or client), against CPU when idle (default 1ms; docs/dataplane.md)")
 	fs.DurationVar(&cfg.Engine.Scan.Poll, "poll-window", 0, "how long an idle worker keeps polling doorbells after its last work before it parks and programs must notify (default 0: park once a few yields found nothing; negative: not even those; docs/dataplane.md)")
 	pprofAddr := fs.String("pprof", "", "serve Go's net/http/pprof on `ADDR` (host:port, port 0 picks one; printed at start) while the daemon runs (docs/daemon.md \"Profiling\")")

@@ -75,7 +75,11 @@ type STagAlloc struct {
 	FirstPBLE   uint32 // q6 [27:0]
 	HMCFnIdx    uint16 // q5 [15:0]
 	UseHMCFnIdx bool   // hdr b60
-	UsePFRID    bool   // hdr b61 (REMOTE_ATOMIC_EN on GEN_3)
+	UsePFRID    bool   // hdr b61 on GEN_2
+
+	// RemoteAtomic is hdr b61 on GEN_3 (REMOTE_ATOMIC_EN): the STag
+	// grants remote atomics.
+	RemoteAtomic bool
 }
 
 // MRReg is a decoded REG_MR (docs/hw-controlpath.md "STag WQEs").
@@ -94,7 +98,9 @@ type MRReg struct {
 	FirstPBLE   uint32 // q6 [27:0] otherwise
 	HMCFnIdx    uint16
 	UseHMCFnIdx bool
-	UsePFRID    bool
+	UsePFRID    bool // hdr b61 on GEN_2
+
+	RemoteAtomic bool // hdr b61 on GEN_3 (REMOTE_ATOMIC_EN)
 }
 
 // MRTable is the STag table.

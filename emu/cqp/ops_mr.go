@@ -1,5 +1,7 @@
 package cqp
 
+import "github.com/irdma-emu/irdma-emu/emu/profile"
+
 // ALLOC_STAG / REG_MR / DEALLOC_STAG fields (ctrl.c:irdma_sc_alloc_stag,
 // irdma_sc_mw_alloc, irdma_sc_mr_reg_non_shared, irdma_sc_dealloc_stag;
 // defs.h IRDMA_CQPSQ_STAG_*; docs/hw-controlpath.md "STag WQEs"). PDID's qword1
@@ -22,13 +24,25 @@ const (
 	stagMW1NoKeyBit    = 58
 	stagVABasedBit     = 59
 	stagUseHMCFnIdxBit = 60
-	stagUsePFRIDBit    = 61
+	stagUsePFRIDBit    = 61 // GEN_2 USEPFRID; GEN_3 REMOTE_ATOMIC_EN (stagBit61)
 	pdHighShift        = 18
 )
 
 func (c *CQP) stagPD(w *WQE) uint32 {
 	return uint32(c.cfg.Profile.Fields.STagPDID.Get(w.W[1])) |
 		uint32(field(w.W[2], 59, stagPDHiShift))<<pdHighShift
+}
+
+// stagBit61 splits the STag WQEs' header b61 by generation: defs.h names
+// it IRDMA_CQPSQ_STAG_USEPFRID (GEN_2) and IRDMA_CQPSQ_STAG_REMOTE_ATOMIC_EN
+// (GEN_3, set from stag_info->remote_atomics_en by irdma_sc_alloc_stag and
+// irdma_sc_mr_reg_non_shared).
+func (c *CQP) stagBit61(h uint64) (usePFRID, remoteAtomic bool) {
+	b := bit(h, stagUsePFRIDBit)
+	if c.cfg.Profile.Gen >= profile.Gen3 {
+		return false, b
+	}
+	return b, false
 }
 
 // checkPBLE refuses a first PBLE index beyond the committed count.
@@ -50,8 +64,9 @@ func (c *CQP) allocSTag(w *WQE) (result, *Error) {
 		Rights: uint8(field(h, 52, stagRightsShift)), RemoteAcc: bit(h, stagRemAccBit),
 		LPBLSize: uint8(field(h, 45, stagLPBLShift)), HPageSize: uint8(field(h, 47, stagHPageShift)),
 		FirstPBLE: uint32(w.W[6] & stagFirstPBLMask), HMCFnIdx: uint16(w.W[5] & stagHMCFnMask),
-		UseHMCFnIdx: bit(h, stagUseHMCFnIdxBit), UsePFRID: bit(h, stagUsePFRIDBit),
+		UseHMCFnIdx: bit(h, stagUseHMCFnIdxBit),
 	}
+	a.UsePFRID, a.RemoteAtomic = c.stagBit61(h)
 	if a.MR {
 		if err := c.checkPBLE(a.LPBLSize, a.FirstPBLE); err != nil {
 			return result{}, err
@@ -77,8 +92,9 @@ func (c *CQP) regMR(w *WQE) (result, *Error) {
 		Rights: uint8(field(h, 52, stagRightsShift)), RemoteAcc: bit(h, stagRemAccBit),
 		LPBLSize: uint8(field(h, 45, stagLPBLShift)), HPageSize: uint8(field(h, 47, stagHPageShift)),
 		RegAddrPA: w.W[4], FirstPBLE: uint32(w.W[6] & stagFirstPBLMask), HMCFnIdx: uint16(w.W[5] & stagHMCFnMask),
-		UseHMCFnIdx: bit(h, stagUseHMCFnIdxBit), UsePFRID: bit(h, stagUsePFRIDBit),
+		UseHMCFnIdx: bit(h, stagUseHMCFnIdxBit),
 	}
+	r.UsePFRID, r.RemoteAtomic = c.stagBit61(h)
 	// irdma_sc_mr_reg_non_shared: page size 4 KiB, 2 MiB or 1 GiB; chunk
 	// size 0 (PA), 1 (level 1) or 3 (level 2).
 	if r.HPageSize > 2 || r.LPBLSize == 2 {

@@ -3,6 +3,7 @@ package cqp
 import (
 	"github.com/irdma-emu/irdma-emu/emu/cq"
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
+	"github.com/irdma-emu/irdma-emu/emu/profile"
 	"github.com/irdma-emu/irdma-emu/emu/qp"
 )
 
@@ -105,7 +106,7 @@ func (c *CQP) createQP(w *WQE) (result, *Error) {
 	if err := c.checkQPContext(h, ctx); err != nil {
 		return result{}, err
 	}
-	at := qp.DecodeAttrs(ctx)
+	at := qp.DecodeAttrs(ctx, c.cfg.Profile.Gen >= profile.Gen3)
 	uk := c.cfg.Profile.UK
 	if at.SQQuanta < qpMinQuanta || at.SQQuanta > uk.MaxHWWQQuanta ||
 		at.RQQuanta < qpMinQuanta || at.RQQuanta > uk.MaxHWRQQuanta || at.RQWQEShift > maxRQWQEShift {
@@ -146,6 +147,7 @@ func (c *CQP) createQP(w *WQE) (result, *Error) {
 		ID: id, Type: typ, State: next, Context: raw, CtxIOVA: hostmem.IOVA(w.W[2]), HMCIOVA: hmcIOVA,
 		Shadow: shadow, SQ: sq, RQ: rq, Virtual: vq, SendCQ: send, RecvCQ: recv,
 		SRQ: srq, PadUncounted: !c.cfg.Profile.Queues.PadFragCounted,
+		Gen3Context: c.cfg.Profile.Gen >= profile.Gen3,
 	})
 	if e != nil {
 		return result{}, fail(MinorObjectExists, "QP table", e)

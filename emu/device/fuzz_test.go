@@ -7,6 +7,7 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/device"
 	"github.com/irdma-emu/irdma-emu/emu/device/devtest"
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
+	"github.com/irdma-emu/irdma-emu/emu/profile"
 	"github.com/irdma-emu/irdma-emu/emu/regs"
 )
 
@@ -71,17 +72,24 @@ func fuzzWQE(e *devtest.Env, chunk []byte) [8]uint64 {
 
 // FuzzCQPWQE feeds random CQP WQEs to a brought-up device: no panic, no
 // hang (each WQE completes within the harness timeout), CQPTAIL advances
-// by exactly one per WQE, and a good WQE still succeeds afterwards.
+// by exactly one per WQE, and a good WQE still succeeds afterwards. An
+// input of odd length runs on the GEN_3 profile (where STag WQEs' b61 is
+// REMOTE_ATOMIC_EN and the QP context has GEN_3 fields), even on GEN_2.
 func FuzzCQPWQE(f *testing.F) {
 	for _, op := range realOpcodes {
 		seed := make([]byte, fuzzChunk)
 		seed[0] = byte(indexOf(op))
 		binary.LittleEndian.PutUint64(seed[1+24:], uint64(op)<<32|1)
 		f.Add(seed)
+		f.Add(append(seed, 0))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The real emu/mr and emu/ah tables sit behind the CQP.
-		e := devtest.Bringup(t, devtest.Options{Config: device.Config{}})
+		cfg := device.Config{}
+		if len(data)%2 == 1 {
+			cfg.Profile = profile.GEN3()
+		}
+		e := devtest.Bringup(t, devtest.Options{Config: cfg})
 		for n := 0; len(data) >= fuzzChunk && n < 8; n++ {
 			w := fuzzWQE(e, data[:fuzzChunk])
 			data = data[fuzzChunk:]

@@ -14,9 +14,19 @@ type mrAdapter struct{ t *mr.Table }
 
 var _ cqp.MRTable = mrAdapter{}
 
+// stagAccess is the record's rights: ARIGHTS, and the remote-atomic right
+// from REMOTE_ATOMIC_EN (GEN_3), which is not an ARIGHTS bit.
+func stagAccess(rights uint8, remoteAtomic bool) mr.Access {
+	a := mr.Access(rights)
+	if remoteAtomic {
+		a |= mr.AccessRemoteAtomic
+	}
+	return a
+}
+
 func (a mrAdapter) AllocSTag(x cqp.STagAlloc) error {
 	return mrStatus(a.t.AllocSTag(mr.AllocArgs{
-		STagIndex: x.Index, PD: x.PD, MR: x.MR, Length: x.Len, Access: mr.Access(x.Rights),
+		STagIndex: x.Index, PD: x.PD, MR: x.MR, Length: x.Len, Access: stagAccess(x.Rights, x.RemoteAtomic),
 		RemoteAccess: x.RemoteAcc, PageSize: mr.PageSize(x.HPageSize), LPBLSize: x.LPBLSize,
 		FirstPBLE: x.FirstPBLE, MWType1: x.MWType1, MW1BindDontValidateKey: x.MW1NoKey,
 	}))
@@ -25,7 +35,7 @@ func (a mrAdapter) AllocSTag(x cqp.STagAlloc) error {
 func (a mrAdapter) RegisterNonShared(x cqp.MRReg) error {
 	return mrStatus(a.t.RegisterNonShared(mr.RegArgs{
 		STagIndex: x.Index, Key: x.Key, PD: x.PD, VA: x.VA, VABased: x.VABased, Length: x.Len,
-		Access: mr.Access(x.Rights), RemoteAccess: x.RemoteAcc, PageSize: mr.PageSize(x.HPageSize),
+		Access: stagAccess(x.Rights, x.RemoteAtomic), RemoteAccess: x.RemoteAcc, PageSize: mr.PageSize(x.HPageSize),
 		LPBLSize: x.LPBLSize, RegAddr: hostmem.IOVA(x.RegAddrPA), FirstPBLE: x.FirstPBLE,
 	}))
 }

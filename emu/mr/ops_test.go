@@ -26,6 +26,7 @@ const (
 //	F  idx(0,10) key 0x20 PD 7 type-2 window on A, QP 9, zero-based, A's [0x12000, 0x13000) RR|RW
 //	G  idx(0,11) key 0x03 PD 7 level 1 at PBLE 4000, 2 pages (PBLEs 4000, 4001 set)
 //	H  idx(0,12) key 0x04 PD 7 level 2 root PBLE 4010 → leaf index 0xffffffff
+//	I  idx(0,25) key 0x05 PD 7 VA-based [0x20000, 0x21000) LR|LW|RA, REMACCENABLED off (an atomic-only MR)
 func world(t *testing.T) *fixture {
 	t.Helper()
 	f := setup(t, false)
@@ -49,6 +50,8 @@ func world(t *testing.T) *fixture {
 	f.pble(t, 4010, 0xffff_ffff)
 	f.reg(t, mr.RegArgs{STagIndex: 12, Key: 4, PD: 7, VA: 0, VABased: true, Length: 0x1000,
 		Access: lr, LPBLSize: 3, FirstPBLE: 4010})
+	f.reg(t, mr.RegArgs{STagIndex: 25, Key: 5, PD: 7, VA: 0x20000, VABased: true, Length: 0x1000,
+		Access: lr | lw | ra, RemoteAccess: false, RegAddr: 0x1_3000_0000})
 	return f
 }
 
@@ -87,6 +90,8 @@ func TestTranslateErrors(t *testing.T) {
 		{name: "local write without right", stag: stag(6, 1), pd: 7, va: 0x10000, length: 1, need: lw, ae: mr.AERightsViolation},
 		{name: "remote read, REMACCENABLED off", stag: stag(6, 1), pd: 7, va: 0x10000, length: 1, need: rr, remote: true, ae: mr.AERightsViolation},
 		{name: "remote atomic not granted", stag: A, pd: 7, va: 0x10000, length: 8, need: ra, remote: true, ae: mr.AERightsViolation},
+		{name: "remote atomic without REMACCENABLED", stag: stag(25, 5), pd: 7, va: 0x20008, length: 8, need: ra, remote: true, spanIOVA: 0x1_3000_0008, spanLen: 8},
+		{name: "atomic-only MR refuses remote write", stag: stag(25, 5), pd: 7, va: 0x20008, length: 8, need: rw, remote: true, ae: mr.AERightsViolation},
 		{name: "wrap", stag: A, pd: 7, va: ^uint64(0) - 0xfff, length: 0x2000, need: lr, ae: mr.AEToWrap},
 		{name: "below VA", stag: A, pd: 7, va: 0xffff, length: 2, need: lr, ae: mr.AEBoundsViolation},
 		{name: "past end", stag: A, pd: 7, va: 0x13fff, length: 2, need: lr, ae: mr.AEBoundsViolation},

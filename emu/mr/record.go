@@ -39,11 +39,16 @@ type Record struct {
 // Index returns the 24-bit STag index (STag >> 8).
 func (r *Record) Index() uint32 { return r.STag >> 8 }
 
-// access returns the rights in force: an MR's remote rights count only
-// when REMACCENABLED is set.
+// access returns the rights in force: an MR's remote read and write count
+// only when REMACCENABLED is set. The remote-atomic right has its own
+// enable (REMOTE_ATOMIC_EN, GEN_3) and stands without it: the driver
+// derives REMACCENABLED from the read and write rights alone
+// (ctrl.c:irdma_sc_mr_reg_non_shared), so an MR registered LOCAL_WRITE |
+// REMOTE_ATOMIC, as rdma-core's test_atomic does, carries REMOTE_ATOMIC_EN
+// with REMACCENABLED clear.
 func (r *Record) access() Access {
 	if r.Type == TypeMR && !r.RemoteAccess {
-		return r.Access &^ AccessRemote
+		return r.Access &^ (AccessRemoteRead | AccessRemoteWrite)
 	}
 	return r.Access
 }

@@ -7,15 +7,18 @@ import "github.com/irdma-emu/irdma-emu/emu/regs"
 // and ig3rdma_hw.h's ig3rdma_device_caps_const, the GEN_3 paths of
 // ctrl.c:irdma_sc_dev_init and verbs.c:irdma_query_device. SRQ, 64-byte
 // CQEs, one hardware flush CQE per WQE, the pad fragment not counted in
-// ADDFRAGCNT; atomics off unless WithAtomics (irdma_get_rdma_features sets
-// ATOMIC_OPS from the firmware's IRDMA_ATOMICS_ALLOWED_BIT, as on GEN_2).
+// ADDFRAGCNT; atomics on: the emulated E2100 firmware sets
+// IRDMA_ATOMICS_ALLOWED_BIT in FTN_FLAGS, from which
+// ctrl.c:irdma_get_rdma_features sets ATOMIC_OPS (WithAtomics(false) turns
+// them off).
 //
 // What the emulator keeps from GEN_2 (a real E2100 differs; none of it is
 // visible to user space): the BAR0 register layout (GEN_3 takes it from
 // the control plane over virtchnl, ig3rdma_get_reg_addr), the AEQE layout
 // (GEN_3 moved its fields, defs.h IRDMA_AEQE_*_GEN_3), the RoCE QP host
-// context apart from its SRQ fields (GEN_3 moved the PD id, the statistics
-// index and the IRD/ORD encodings: ctrl.c:irdma_sc_qp_setctx_roce_gen_3),
+// context apart from its SRQ fields and REMOTE_ATOMIC_EN (GEN_3 moved the
+// PD id, the statistics index and the IRD/ORD encodings:
+// ctrl.c:irdma_sc_qp_setctx_roce_gen_3),
 // and the per-device field masks. docs/hw-datapath.md "Generations" lists
 // the differences.
 func GEN3() Profile {
@@ -37,7 +40,7 @@ func GEN3() Profile {
 	p.UK = UKAttrs{
 		HWRev: Gen3,
 		// ig3rdma_init_hw: 64_BYTE_CQE | CQE_TIMESTAMPING | SRQ | RTS_AE |
-		// CQ_RESIZE; ATOMIC_OPS only from firmware (WithAtomics).
+		// CQ_RESIZE; ATOMIC_OPS from firmware's FTN_FLAGS (set below).
 		FeatureFlags:   FeatureRTSAE | FeatureCQResize | Feature64ByteCQE | FeatureSRQ | FeatureCQETimestamping,
 		MaxHWWQFrags:   14,      // IG3RDMA_MAX_WQ_FRAGMENT_COUNT
 		MaxHWReadSGEs:  14,      // IG3RDMA_MAX_SGE_RD
@@ -80,6 +83,5 @@ func GEN3() Profile {
 	p.Queues.CQPHWMajorVer = 2      // IRDMA_CQPHC_HW_MAJVER_GEN_3
 	p.Regs = regs.GEN2Layout()      // see above: not the virtchnl-provided layout
 	p.SRQ = true
-	p.Atomics = false
-	return p
+	return p.WithAtomics(true)
 }

@@ -175,7 +175,7 @@ func TestGEN3(t *testing.T) {
 	}
 	wantUK := profile.UKAttrs{
 		HWRev:          3,
-		FeatureFlags:   0x1 | 0x2 | 0x20 | 0x80 | 0x100,
+		FeatureFlags:   0x1 | 0x2 | 0x20 | 0x40 | 0x80 | 0x100, // 0x40: ATOMIC_OPS from FTN_FLAGS
 		MaxHWWQFrags:   14,
 		MaxHWReadSGEs:  14,
 		MaxHWInline:    216,
@@ -213,12 +213,12 @@ func TestGEN3(t *testing.T) {
 			t.Errorf("%s = %#x, want %#x", tc.name, tc.got, tc.want)
 		}
 	}
-	if !p.SRQ || p.Atomics || p.Gen != profile.Gen3 || p.Gen.String() != "GEN_3" ||
+	if !p.SRQ || !p.Atomics || p.Gen != profile.Gen3 || p.Gen.String() != "GEN_3" ||
 		p.Queues.CQEExtNextSlot || p.Queues.PadFragCounted || !p.Queues.HWFlushPerWQE {
 		t.Errorf("SRQ %v Atomics %v Gen %v queues %+v", p.SRQ, p.Atomics, p.Gen, p.Queues)
 	}
-	if a := p.WithAtomics(true); a.Validate() != nil || a.UK.FeatureFlags&profile.FeatureAtomicOps == 0 {
-		t.Errorf("GEN3 with atomics: %v", a.Validate())
+	if a := p.WithAtomics(false); a.Validate() != nil || a.UK.FeatureFlags&profile.FeatureAtomicOps != 0 {
+		t.Errorf("GEN3 without atomics: %v", a.Validate())
 	}
 	// Unchanged from GEN_2.
 	g2 := profile.GEN2()

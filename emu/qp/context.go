@@ -160,6 +160,15 @@ func (c Context) TimelyLow() uint8       { return uint8(c.f(200, 32, 8)) }
 func (c Context) TimelyHigh() uint16     { return uint16(c.f(200, 52, 12)) }
 func (c Context) RemEndpointIdx() uint32 { return uint32(c.f(208, 0, 17)) }
 
+// GEN_3's remote-atomic enable in the GEN_2 layout the emulator keeps for
+// GEN_3 (docs/hw-controlpath.md "QP host context"): REMOTE_ATOMIC_EN sits
+// at GEN_3's position, +160 b18 (defs.h IRDMAQPC_REMOTE_ATOMIC_EN, written
+// by ctrl.c:irdma_sc_qp_setctx_roce_gen_3 from ctx_info->remote_atomics_en),
+// so IRDSIZE keeps its GEN_2 encoding in [17:16] only: GEN_3's largest
+// IRD, 64, encodes as 3. On GEN_2 b18 is IRDSIZE's top bit.
+func (c Context) RemoteAtomicEnGen3() bool { return c.bit(160, 18) }
+func (c Context) IRDSizeEncGen3() uint8    { return uint8(c.f(160, 16, 2)) }
+
 // IRDEntries decodes IRDSIZE to the responder resource count
 // (irdma_sc_get_encoded_ird_size: 4→0, 8/16→1, 32/64→2, 128→3, 256→4).
 func IRDEntries(enc uint8) uint32 {

@@ -56,8 +56,14 @@ type rig struct {
 
 func newRig(t *testing.T, tun qp.Tunables, mod func(*devtest.QPSpec)) *rig {
 	t.Helper()
+	return newRigOn(t, profile.GEN2().WithAtomics(true), devtest.RightsAll, tun, mod)
+}
+
+// newRigOn is newRig on profile prof with the MR's rights.
+func newRigOn(t *testing.T, prof profile.Profile, rights uint8, tun qp.Tunables, mod func(*devtest.QPSpec)) *rig {
+	t.Helper()
 	clk := timing.NewManual()
-	env := devtest.Bringup(t, devtest.Options{Config: device.Config{Clock: clk, Profile: profile.GEN2().WithAtomics(true)}})
+	env := devtest.Bringup(t, devtest.Options{Config: device.Config{Clock: clk, Profile: prof}})
 	env.SetARP(1, [6]byte(peerMAC))
 	env.CreateCQ(2, 256)
 	spec := devtest.QPSpec{ID: 3, SQQuanta: 256, RQWQEs: 64, RQShift: 1, SendCQ: 2, RecvCQ: 2, PD: 5, MTU: 1024,
@@ -71,7 +77,7 @@ func newRig(t *testing.T, tun qp.Tunables, mod func(*devtest.QPSpec)) *rig {
 	r := &rig{t: t, env: env, clk: clk, q: q, sqPol: 1, rqPol: 1, cqPol: 1}
 	region := env.Alloc(64<<10, "mr")
 	r.mr = region.IOVA()
-	r.stag = env.RegMR(1, 0x42, spec.PD, region, devtest.RightsAll)
+	r.stag = env.RegMR(1, 0x42, spec.PD, region, rights)
 	dev := env.Dev
 	tun.RTO = max(tun.RTO, time.Millisecond)
 	r.dp = &qp.DataPlane{QPs: dev.QPs(), Mem: dev.Mem(), MRs: dev.MRs(), AHs: dev.AHs(), Events: dev.Events(),

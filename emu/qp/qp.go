@@ -139,6 +139,7 @@ type Attrs struct {
 	RNRRetry      uint8
 	RemoteRead    bool // RDOK
 	RemoteWrite   bool // WRRDRSPOK
+	RemoteAtomic  bool // REMOTE_ATOMIC_EN (GEN_3 only; RemoteAtomicEnGen3)
 	BindEn        bool
 	FastRegEn     bool
 	PrivEn        bool
@@ -153,9 +154,11 @@ type Attrs struct {
 	RQWQEShift    uint8
 }
 
-// DecodeAttrs fills Attrs from a host context.
-func DecodeAttrs(c Context) Attrs {
-	return Attrs{
+// DecodeAttrs fills Attrs from a host context; gen3 reads the GEN_3 fields
+// the emulator keeps in the GEN_2 layout (REMOTE_ATOMIC_EN, the narrower
+// IRDSIZE).
+func DecodeAttrs(c Context, gen3 bool) Attrs {
+	a := Attrs{
 		PD: c.PD(), SendCQ: c.TxCQNum(), RecvCQ: c.RxCQNum(), DestQP: c.DestQP(), QKey: c.QKey(),
 		PSNNext: c.PSNNext(), EPSN: c.EPSN(), PSNUna: c.PSNUna(), MTU: c.SndMSS(), ARPIdx: c.ARPIdx(),
 		VLANTag: c.VLANTag(), InsertVLAN: c.InsertVLANTag(), IPv4: c.IPv4(), TTL: c.TTL(), TOS: c.TOS(),
@@ -166,6 +169,10 @@ func DecodeAttrs(c Context) Attrs {
 		QSHandle: c.QSHandle(), CompletionCtx: c.CompletionCtx(), LocalMAC: c.LocalMAC(),
 		SQQuanta: 1 << (uint32(c.SQSize()) + 2), RQQuanta: 1 << (uint32(c.RQSize()) + 2), RQWQEShift: c.RQWQESize(),
 	}
+	if gen3 {
+		a.IRD, a.RemoteAtomic = IRDEntries(c.IRDSizeEncGen3()), c.RemoteAtomicEnGen3()
+	}
+	return a
 }
 
 // Spec is what CREATE_QP establishes, decoded by the CQP.
@@ -187,6 +194,8 @@ type Spec struct {
 	// PadUncounted is the profile's pad rule (GEN_3: not counted in
 	// ADDFRAGCNT), for the flush walk's WQE sizes.
 	PadUncounted bool
+	// Gen3Context: the context carries GEN_3's fields (DecodeAttrs).
+	Gen3Context bool
 }
 
 // QP is one queue pair. Control-plane fields are guarded by mu (the CQP
@@ -212,6 +221,7 @@ type QP struct {
 
 	srq          *SRQ // fixed at CREATE_QP
 	padUncounted bool
+	gen3Context  bool
 
 	// Transport is the QP's data plane, attached by the engine on the QP's
 	// first doorbell or packet (nil until then). The control plane only
@@ -277,7 +287,7 @@ func (q *QP) Modify(ctx []byte, ctxIOVA hostmem.IOVA, next State, sendCQ, recvCQ
 	defer q.gen.Add(1)
 	copy(q.ctx[:], ctx)
 	c, _ := NewContext(q.ctx[:])
-	q.attrs = DecodeAttrs(c)
+	q.attrs = DecodeAttrs(c, q.gen3Context)
 	q.ctxIOVA = ctxIOVA
 	if sendCQ != nil && sendCQ != q.sendCQ {
 		sendCQ.Bind()
@@ -367,10 +377,11 @@ func (t *Table) Create(sp Spec) (*QP, error) {
 		return nil, ErrExists
 	}
 	q := &QP{ID: sp.ID, Type: sp.Type, ctxIOVA: sp.CtxIOVA, hmcIOVA: sp.HMCIOVA, shadow: sp.Shadow,
-		sendCQ: sp.SendCQ, recvCQ: sp.RecvCQ, srq: sp.SRQ, padUncounted: sp.PadUncounted}
+		sendCQ: sp.SendCQ, recvCQ: sp.RecvCQ, srq: sp.SRQ, padUncounted: sp.PadUncounted,
+		gen3Context: sp.Gen3Context}
 	copy(q.ctx[:], sp.Context)
 	c, _ := NewContext(q.ctx[:])
-	q.attrs = DecodeAttrs(c)
+	q.attrs = DecodeAttrs(c, q.gen3Context)
 	q.sq = WQ{Mem: sp.SQ, Virtual: sp.Virtual, pol: 1}
 	q.rq = WQ{Mem: sp.RQ, Virtual: sp.Virtual, pol: 1, WQEQuanta: 1 << q.attrs.RQWQEShift}
 	q.state.Store(uint32(sp.State))

@@ -459,7 +459,7 @@ func (r *responder) save(x resource) {
 // AtomicETH's VA and saves the original value for duplicates.
 func (r *responder) onAtomic(t *Transport, ctx *Ctx, p *wire.Packet) {
 	psn := p.BTH.PSN()
-	if !t.dp.Profile.Atomics || !t.attrs.RemoteWrite || len(r.res) == 0 {
+	if !t.dp.Profile.Atomics || !t.atomicsAllowed() || len(r.res) == 0 {
 		r.invalid(t, ctx, psn)
 		return
 	}
@@ -509,6 +509,17 @@ func (r *responder) onAtomic(t *Transport, ctx *Ctx, p *wire.Packet) {
 	r.push(respItem{kind: itemAtomic, psn: psn, orig: orig})
 	r.msn = (r.msn + 1) & wire.MSNMask
 	r.advance(1)
+}
+
+// atomicsAllowed is the QP's remote-atomic right: REMOTE_ATOMIC_EN on
+// GEN_3 (verbs.c:irdma_modify_qp_roce sets it from IB_ACCESS_REMOTE_ATOMIC);
+// a GEN_2 context has no such bit, so there (atomics offered by a test
+// profile only) remote write stands for it, as it does for the MR below.
+func (t *Transport) atomicsAllowed() bool {
+	if t.dp.Profile.Gen >= 3 {
+		return t.attrs.RemoteAtomic
+	}
+	return t.attrs.RemoteWrite
 }
 
 // duplicate answers a request behind ePSN (IBTA §9.7.5.1.1; rxe

@@ -72,6 +72,7 @@ type QPSpec struct {
 	IRDEnc   uint8 // IRDSIZE encoding (3: 128)
 	RdOK     bool  // RDOK: remote read allowed
 	WrOK     bool  // WRRDRSPOK: remote write allowed
+	AtomicOK bool  // REMOTE_ATOMIC_EN (+160 b18, GEN_3 only; keep IRDEnc ≤ 3)
 	FastReg  bool  // FASTREGEN
 	Bind     bool  // BINDEN
 	Priv     bool  // PRIVEN
@@ -168,7 +169,7 @@ func (q *QP) Context() []byte {
 	for _, f := range []struct {
 		on  bool
 		bit uint
-	}{{s.WrOK, 20}, {s.RdOK, 21}, {s.Bind, 23}, {s.FastReg, 24}, {s.Priv, 25}, {s.UseStats, 26}} {
+	}{{s.AtomicOK, 18}, {s.WrOK, 20}, {s.RdOK, 21}, {s.Bind, 23}, {s.FastReg, 24}, {s.Priv, 25}, {s.UseStats, 26}} {
 		if f.on {
 			w160 |= 1 << f.bit
 		}
@@ -314,6 +315,9 @@ const (
 	RightsRemoteWrite = 0x0a
 	RightsBind        = 0x10
 	RightsAll         = RightsLocalRead | RightsLocalWrite | RightsRemoteRead | RightsRemoteWrite
+	// RightsRemoteAtomic is not an ARIGHTS bit: RegMR sends it as REG_MR's
+	// REMOTE_ATOMIC_EN (hdr b61, GEN_3), with LOCALWRITE.
+	RightsRemoteAtomic = 0x40
 )
 
 // RegMR registers r as a VA-based MR (VA = its IOVA, contiguous, no PBL) of
@@ -330,6 +334,9 @@ func (e *Env) RegMRAt(idx uint32, key uint8, pd uint32, iova hostmem.IOVA, lengt
 	h := uint64(0x0a)<<32 | 1<<43 | uint64(rights&0x1f)<<48 | 1<<59 // REG_MR | MR | ARIGHTS | VABASEDTO
 	if rights&(RightsRemoteRead|RightsRemoteWrite)&^(RightsLocalRead|RightsLocalWrite) != 0 {
 		h |= 1 << 53 // REMACCENABLED
+	}
+	if rights&RightsRemoteAtomic != 0 {
+		h |= 1<<61 | uint64(RightsLocalWrite)<<48 // REMOTE_ATOMIC_EN, LOCALWRITE
 	}
 	e.MustOK(e.Exec([8]uint64{
 		0: uint64(iova),                              // VA
