@@ -286,7 +286,7 @@ func (r *Responder) resInfo(w *writer, d Device) {
 	for _, e := range []struct {
 		name string
 		n    int
-	}{{"pd", len(res.PDs)}, {"cq", len(res.CQs)}, {"qp", len(res.QPs)}, {"cm_id", 0}, {"mr", len(res.MRs)}, {"ctx", len(res.Ctxs)}, {"srq", 0}} {
+	}{{"pd", len(res.PDs)}, {"cq", len(res.CQs)}, {"qp", len(res.QPs)}, {"cm_id", 0}, {"mr", len(res.MRs)}, {"ctx", len(res.Ctxs)}, {"srq", len(res.SRQs)}} {
 		en := w.nest(AttrResSummaryEntry)
 		w.str(AttrResSummaryEntryName, e.name)
 		w.u64(AttrResSummaryEntryCurr, uint64(e.n))

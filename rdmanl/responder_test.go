@@ -269,3 +269,59 @@ func FuzzHandle(f *testing.F) {
 		}
 	})
 }
+
+// TestResSummary: RES_GET's summary is fill_res_info — one entry per
+// restrack type the kernel names, in nldev.c's order (pd, cq, qp, cm_id,
+// mr, ctx, srq), each the count of that type; srq counts the device's
+// SRQs (a GEN_3 device with SRQs prints them in `rdma resource show`).
+func TestResSummary(t *testing.T) {
+	type kv struct {
+		name string
+		curr uint64
+	}
+	for _, c := range []struct {
+		name string
+		res  Resources
+		want []kv
+	}{
+		{"empty", Resources{}, []kv{{"pd", 0}, {"cq", 0}, {"qp", 0}, {"cm_id", 0}, {"mr", 0}, {"ctx", 0}, {"srq", 0}}},
+		{"gen3 with SRQs", Resources{
+			QPs:  []QP{{LQPN: 2}, {LQPN: 3}, {LQPN: 4}},
+			CQs:  []CQ{{CQN: 1}, {CQN: 2}},
+			MRs:  []MR{{MRN: 0}, {MRN: 1}, {MRN: 2}, {MRN: 3}},
+			PDs:  []PD{{PDN: 1}},
+			SRQs: []SRQ{{SRQN: 1, PDN: 1, Users: 2}, {SRQN: 2, PDN: 1}},
+			Ctxs: []Ctx{{CtxN: 1}},
+		}, []kv{{"pd", 1}, {"cq", 2}, {"qp", 3}, {"cm_id", 0}, {"mr", 4}, {"ctx", 1}, {"srq", 2}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &Responder{Src: fakeSource{res: c.res}, Port: 9}
+			ms := messages(t, r.Handle(req(CmdResGet, 0, u32attr(AttrDevIndex, 0))))
+			if len(ms) != 1 {
+				t.Fatalf("%d messages, want 1", len(ms))
+			}
+			a, err := ParseAttrs(ms[0][HeaderLen:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			// ParseAttrs keeps the last of a type: walk the entries.
+			var got []kv
+			for b := a[AttrResSummary]; len(b) >= 4; b = b[align4(int(le.Uint16(b))):] {
+				e, err := ParseAttrs(b[4:le.Uint16(b)])
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := strings.TrimRight(string(e[AttrResSummaryEntryName]), "\x00")
+				got = append(got, kv{name, le.Uint64(e[AttrResSummaryEntryCurr])})
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("summary %v, want %v", got, c.want)
+			}
+			for i := range got {
+				if got[i] != c.want[i] {
+					t.Errorf("entry %d: %v, want %v", i, got[i], c.want[i])
+				}
+			}
+		})
+	}
+}

@@ -66,6 +66,7 @@ type Resources struct {
 	CQs  []CQ
 	MRs  []MR
 	PDs  []PD
+	SRQs []SRQ
 	Ctxs []Ctx
 }
 
@@ -115,6 +116,15 @@ type PD struct {
 	LocalDMALKey uint32 // reported to CAP_NET_ADMIN only
 	Users        uint64
 	CtxN         uint32
+}
+
+// SRQ is a restrack SRQ (GEN_3): only counted in the summary
+// (fill_res_info's "srq"); RES_SRQ_GET is not answered.
+type SRQ struct {
+	Owner
+	SRQN  uint32
+	PDN   uint32
+	Users uint64 // QPs bound to it
 }
 
 // Ctx is a user context (fill_res_ctx_entry).

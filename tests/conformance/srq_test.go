@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -249,5 +250,71 @@ func TestSRQSuite65(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("daemon log:\n%s", d.Output())
+	}
+}
+
+// TestSRQResourceSummary65: `rdma resource show` on a GEN_3 device with
+// an SRQ counts it as the kernel does (nldev.c fill_res_info: the restrack
+// count of RDMA_RESTRACK_SRQ, which ib_create_srq_user adds every SRQ to).
+// rdma-core 65's ibv_srq_pingpong server creates one SRQ and its 16 QPs,
+// then waits for a client that never comes; while it waits, the tool's
+// summary (through `irdma-emu exec`, the netlink responder) and the
+// daemon's own counts agree.
+func TestSRQResourceSummary65(t *testing.T) {
+	testenv.Tools(t, "rdma")
+	rc := cachedRdmaCore(t)
+	d := daemontest.Run(t, daemontest.Options{}, "--addr", testaddr.Loopback(t, 1)[0].String(), "--profile", "gen3")
+	ctx, cancel := context.WithCancel(context.Background())
+	srvDone := make(chan srqPP, 1)
+	bin, port := daemontest.Binary(t), freeTCPPort(t)
+	go func() {
+		r, _ := runSRQPP(ctx, bin, rc, d.RunDir, "-g", "1", "-p", port)
+		srvDone <- r
+	}()
+	defer func() {
+		cancel()
+		<-srvDone
+	}()
+	c := d.Client(t)
+	const qps = 16 // ibv_srq_pingpong's default -q
+	for deadline := time.Now().Add(time.Minute); ; {
+		s, err := c.Stats(-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Resources.SRQs == 1 && s.Resources.QPs == qps {
+			break
+		}
+		select {
+		case r := <-srvDone:
+			srvDone <- r
+			t.Fatalf("the server exited (%d) before it had its SRQ and QPs\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon holds %+v, want 1 SRQ and %d QPs\n%s", s.Resources, qps, d.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd := exec.Command(bin, "exec", "--run-dir", d.RunDir, "--", "rdma", "resource", "show", "-j")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("rdma resource show -j: %v\n%s", err, out)
+	}
+	var res []map[string]any
+	if err := json.Unmarshal(out, &res); err != nil || len(res) != 1 {
+		t.Fatalf("rdma resource show -j: %v %s", err, out)
+	}
+	s, err := c.Stats(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]int{"srq": s.Resources.SRQs, "qp": s.Resources.QPs, "cq": s.Resources.CQs, "pd": s.Resources.PDs} {
+		if got, ok := res[0][k].(float64); !ok || int(got) != want {
+			t.Errorf("resource summary %s = %v, the daemon holds %d", k, res[0][k], want)
+		}
+	}
+	if got, _ := res[0]["srq"].(float64); got != 1 {
+		t.Errorf("resource summary srq = %v, want 1: %s", res[0]["srq"], out)
 	}
 }
