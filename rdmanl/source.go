@@ -118,13 +118,12 @@ type PD struct {
 	CtxN         uint32
 }
 
-// SRQ is a restrack SRQ (GEN_3): only counted in the summary
-// (fill_res_info's "srq"); RES_SRQ_GET is not answered.
+// SRQ is a restrack SRQ (GEN_3; fill_res_srq_entry).
 type SRQ struct {
 	Owner
-	SRQN  uint32
-	PDN   uint32
-	Users uint64 // QPs bound to it
+	SRQN uint32
+	PDN  uint32
+	QPNs []uint32 // the QPs bound to it, ascending
 }
 
 // Ctx is a user context (fill_res_ctx_entry).
@@ -144,6 +143,8 @@ const (
 	QPTypeRC = 2
 	QPTypeUC = 3
 	QPTypeUD = 4
+	// SRQTypeBasic is IB_SRQT_BASIC, the only type irdma creates.
+	SRQTypeBasic = 0
 	// DriverIRDMA is RDMA_DRIVER_IRDMA (enum rdma_driver_id): libibverbs
 	// matches providers by it when netlink names the device.
 	DriverIRDMA = 9 // = RDMA_DRIVER_I40IW

@@ -51,11 +51,11 @@ type (
 	}
 	// ResSRQ is one shared receive queue (GEN_3).
 	ResSRQ struct {
-		PID   uint32
-		SRQN  uint32
-		PDN   uint32
-		Users uint64 // QPs bound to it: ib_srq.usecnt
-		Ctx   uint64
+		PID  uint32
+		SRQN uint32
+		PDN  uint32
+		QPNs []uint32 // the QPs bound to it (ib_srq.usecnt of them), ascending
+		Ctx  uint64
 	}
 	// ResCtx is one user context (a session with GET_CONTEXT done).
 	ResCtx struct {
@@ -106,7 +106,7 @@ func (s *Session) resources(r *Resources) {
 	r.Ctxs = append(r.Ctxs, ResCtx{PID: pid, Ctx: s.id})
 	pdUsers := map[*pdObj]uint64{}
 	cqUsers := map[*cqObj]uint64{}
-	srqUsers := map[*srqObj]uint64{}
+	srqQPs := map[*srqObj][]uint32{}
 	for _, o := range s.h.objs {
 		switch v := o.v.(type) {
 		case *qpObj:
@@ -114,7 +114,7 @@ func (s *Session) resources(r *Resources) {
 			cqUsers[v.scq]++
 			cqUsers[v.rcq]++
 			if v.srq != nil {
-				srqUsers[v.srq]++
+				srqQPs[v.srq] = append(srqQPs[v.srq], v.qp.ID())
 			}
 		case *srqObj:
 			pdUsers[v.pd]++ // ib_create_srq_user takes the PD
@@ -129,7 +129,9 @@ func (s *Session) resources(r *Resources) {
 	for _, o := range s.h.objs {
 		switch v := o.v.(type) {
 		case *srqObj:
-			r.SRQs = append(r.SRQs, ResSRQ{PID: pid, SRQN: v.srq.ID(), PDN: v.pd.pd.ID(), Users: srqUsers[v], Ctx: s.id})
+			qpns := srqQPs[v]
+			sort.Slice(qpns, func(i, j int) bool { return qpns[i] < qpns[j] })
+			r.SRQs = append(r.SRQs, ResSRQ{PID: pid, SRQN: v.srq.ID(), PDN: v.pd.pd.ID(), QPNs: qpns, Ctx: s.id})
 		case *pdObj:
 			r.PDs = append(r.PDs, ResPD{PID: pid, PDN: v.pd.ID(), Users: pdUsers[v], Ctx: s.id})
 		case *cqObj:
