@@ -108,7 +108,11 @@ type CQAttr struct {
 	EventHandler func(*CQ, AsyncEvent)
 }
 
-// cqFlagTimestamp is IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION.
+// cqFlagTimestamp is IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION, which
+// cq_validate_flags accepts on GEN_2 and GEN_3 (only GEN_1 refuses flags;
+// the GEN_3 series narrows it to GEN_3, and the GEN_2 profile follows the
+// kernel before it). It programs nothing: a GEN_3 device stamps every CQE
+// (docs/hw-datapath.md "Memory windows and CQE timestamps (GEN_3)").
 const cqFlagTimestamp = 1
 
 // CreateCQ is verbs.c:irdma_create_cq. Kernel CQs get a ring of

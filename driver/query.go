@@ -42,6 +42,7 @@ type DeviceAttr struct {
 	MaxFastRegPageListLen uint32
 	MaxPKeys              uint16
 	TimestampMask         uint64
+	HCACoreClock          uint64 // kHz; GEN_3 only
 	PhysPortCnt           uint8
 	NumCompVectors        int
 }
@@ -73,7 +74,7 @@ func (d *Device) QueryDevice() (DeviceAttr, error) {
 		HWVer:                 uint32(p.Identity.Revision),
 		MaxQP:                 d.maxQP - d.qpIDs.inUse(),
 		MaxQPWR:               p.Limits.MaxQPWR,
-		DeviceCapFlags:        profile.DeviceMemWindow | profile.DeviceMemMgtExtension | profile.DeviceRCRNRNAKGen,
+		DeviceCapFlags:        p.Limits.DeviceCapFlags, // MEM_WINDOW | MEM_MGT_EXTENSIONS | RC_RNR_NAK_GEN (+ MEM_WINDOW_TYPE_2B on GEN_3)
 		KernelCapLocalDMALKey: true,
 		MaxSendSGE:            d.ukAttrs.MaxHWWQFrags,
 		MaxRecvSGE:            d.ukAttrs.MaxHWWQFrags,
@@ -91,6 +92,7 @@ func (d *Device) QueryDevice() (DeviceAttr, error) {
 		MaxFastRegPageListLen: p.Limits.MaxFastRegPageListLen,
 		MaxPKeys:              uint16(p.Limits.MaxPKeys),
 		TimestampMask:         p.Limits.TimestampMask,
+		HCACoreClock:          p.Limits.HCACoreClockKHz,
 		PhysPortCnt:           1,
 		NumCompVectors:        len(d.ceqs),
 	}

@@ -182,8 +182,10 @@ func (s *Session) exQueryDevice(a *bundle) error {
 	resp := make([]byte, szExQueryDeviceResp)
 	s.putDeviceAttr(resp, at)
 	put32(resp, 180, a.responseLength(szExQueryDeviceResp))
-	// odp_caps, hca_core_clock, rss, tm, cq moderation, dm: 0 on irdma.
+	// odp_caps, rss, tm, cq moderation, dm: 0 on irdma; hca_core_clock
+	// only on GEN_3.
 	put64(resp, 208, at.TimestampMask)
+	put64(resp, 216, at.HCACoreClock)
 	put64(resp, 224, at.DeviceCapFlags) // device_cap_flags_ex
 	a.respond(resp)
 	return nil

@@ -3,6 +3,8 @@ package uverbs_test
 import (
 	"bytes"
 	"testing"
+
+	"github.com/irdma-emu/irdma-emu/emu/profile"
 )
 
 // TestDeviceQueries: QUERY_DEVICE (the attributes cached at
@@ -202,5 +204,37 @@ func TestExtendedCreates(t *testing.T) {
 	c.ok(c.raw(handleCmd(16, u32(r.resp, 0))), "DEALLOC_MW")
 	if r := c.raw(handleCmd(16, u32(r.resp, 0))); r.errno() == 0 {
 		t.Errorf("second DEALLOC_MW succeeded")
+	}
+}
+
+// TestDeviceQueriesGEN3: what irdma_query_device adds for GEN_3 (the
+// GEN_3 series' "Restrict Memory Window and CQE Timestamping to GEN3"):
+// MEM_WINDOW_TYPE_2B in device_cap_flags, max_mw = max_mr, a 32-bit
+// timestamp_mask and hca_core_clock HCA_CORE_CLOCK_KHZ (1 GHz). The legacy
+// QUERY_DEVICE response has no hca_core_clock field.
+func TestDeviceQueriesGEN3(t *testing.T) {
+	e := newEnvProfile(t, profile.GEN3(), nil)
+	c := e.open(t)
+	c.ok(c.raw(getContextCmd(5, 1|8)), "GET_CONTEXT")
+	const caps = 1<<12 | 1<<17 | 1<<21 | 1<<24 // RC_RNR_NAK_GEN, MEM_WINDOW, MEM_MGT_EXTENSIONS, MEM_WINDOW_TYPE_2B
+	r := c.ok(c.raw(legacy(1, 176, withResp(8))), "QUERY_DEVICE")
+	d := r.resp
+	if u32(d, 60) != caps || u32(d, 120) != u32(d, 80) || u32(d, 120) == 0 {
+		t.Errorf("QUERY_DEVICE device_cap_flags %#x max_mw %d max_mr %d, want %#x and max_mw = max_mr", u32(d, 60), u32(d, 120), u32(d, 80), caps)
+	}
+	r = c.ok(c.raw(exQueryDeviceCmd(0, nil)), "EX_QUERY_DEVICE")
+	d = r.resp
+	for _, f := range []struct {
+		name      string
+		got, want uint64
+	}{
+		{"device_cap_flags", uint64(u32(d, 60)), caps},
+		{"timestamp_mask", u64(d, 208), 0xffffffff},
+		{"hca_core_clock", u64(d, 216), 1000000},
+		{"device_cap_flags_ex", u64(d, 224), caps},
+	} {
+		if f.got != f.want {
+			t.Errorf("EX_QUERY_DEVICE %s = %#x, want %#x", f.name, f.got, f.want)
+		}
 	}
 }

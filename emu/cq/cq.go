@@ -148,7 +148,7 @@ func (c *CQ) entryQwords() uint32 { return c.cfg.Ring.Entry / 8 }
 // order of stores), then raises a CEQE if the CQ is armed for it.
 func (c *CQ) Post(e *CQE) error {
 	base, ext := e.Encode()
-	return c.post(base, ext, e.Ext, e.SolEvent)
+	return c.post(base, ext, e.Ext, e.SolEvent, true)
 }
 
 // PostRaw writes a CQE given as qwords (qword3 without the valid bit);
@@ -156,12 +156,15 @@ func (c *CQ) Post(e *CQE) error {
 func (c *CQ) PostRaw(base [4]uint64, ext *[4]uint64, solicited bool) error {
 	if ext != nil {
 		base[3] |= 1 << cqeExtBit
-		return c.post(base, *ext, true, solicited)
+		return c.post(base, *ext, true, solicited, false)
 	}
-	return c.post(base, [4]uint64{}, false, solicited)
+	return c.post(base, [4]uint64{}, false, solicited, false)
 }
 
-func (c *CQ) post(base, ext [4]uint64, hasExt, solicited bool) error {
+// post writes a CQE; stamped ones carry the device clock when the device
+// has one (timestamp.go), read under the CQ's lock so that CQEs of one CQ
+// carry non-decreasing times in ring order.
+func (c *CQ) post(base, ext [4]uint64, hasExt, solicited, stamped bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.destroyed {
@@ -192,6 +195,9 @@ func (c *CQ) post(base, ext [4]uint64, hasExt, solicited bool) error {
 		}
 	}
 	c.overflow = false
+	if stamped {
+		stampInto(&c.ev.stamp, &base[0])
+	}
 	// Extension first: its own valid bit must match by the time software
 	// sees the base valid bit.
 	if hasExt {

@@ -163,6 +163,8 @@ type Events struct {
 
 	ceqs []atomic.Pointer[CEQ] // indexed by CEQ id; fixed length
 	aeq  atomic.Pointer[AEQ]
+	// stamp, when set, is the clock every CQE carries (timestamp.go).
+	stamp atomic.Pointer[stamp]
 
 	ceqes, aeqes, aesDropped, ceqesLost, aeqOverflow atomic.Uint64
 }

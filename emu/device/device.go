@@ -139,6 +139,11 @@ func New(cfg Config) (*Device, error) {
 	d.pending = make([]atomic.Bool, regs.NumGLINT)
 	d.hmc = hmc.New(d.mem, p)
 	d.events = cq.NewEvents(d.mem, d.meter, (*notifier)(d), p.Limits.MaxCEQs)
+	if p.UK.FeatureFlags&profile.FeatureCQETimestamping != 0 {
+		// GEN_3: every CQE carries the device clock (emu/cq timestamp.go),
+		// counted from the device's clock at hca_core_clock.
+		d.events.StampCQEs(timing.NewCounter(d.clock, p.Limits.HCACoreClockKHz), p.Limits.TimestampMask)
+	}
 	d.cqs = cq.NewTable(d.mem, d.events, 0)
 	d.qps = qp.NewTable(d.mem, 0)
 	d.stats = qp.NewStatsBlock(p.Limits.StatsInstances)

@@ -58,8 +58,12 @@ func GEN3() Profile {
 	p.Limits.MaxIRD = 64
 	p.Limits.MaxORD = 64
 	// irdma_query_device for GEN_3: a 32-bit completion timestamp counting
-	// at hca_core_clock 1 GHz (1 000 000 kHz).
+	// at hca_core_clock 1 GHz (HCA_CORE_CLOCK_KHZ 1 000 000 kHz), and type-2
+	// memory windows (IB_DEVICE_MEM_WINDOW_TYPE_2B; the GEN_3 series' "Restrict
+	// Memory Window and CQE Timestamping to GEN3").
 	p.Limits.TimestampMask = 0xffffffff
+	p.Limits.HCACoreClockKHz = 1_000_000
+	p.Limits.DeviceCapFlags |= DeviceMemWindowType2B
 	p.Limits.PushPages = 8192     // IG3RDMA_MAX_PF_PUSH_PAGE_COUNT
 	p.Limits.StatsInstances = 128 // IG3RDMA_MAX_STATS_COUNT
 	// SRQs: the HMC SRQ object count is the firmware's choice (QUERY_FPM);

@@ -56,6 +56,7 @@ const (
 	DeviceRCRNRNAKGen     uint64 = 1 << 12 // IB_UVERBS_DEVICE_RC_RNR_NAK_GEN
 	DeviceMemWindow       uint64 = 1 << 17 // IB_UVERBS_DEVICE_MEM_WINDOW
 	DeviceMemMgtExtension uint64 = 1 << 21 // IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS
+	DeviceMemWindowType2B uint64 = 1 << 24 // IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B
 )
 
 // Page sizes for page_size_cap.
@@ -120,9 +121,12 @@ type Limits struct {
 	GIDTableLen           uint32 // gid_tbl_len for RoCE (irdma_query_port)
 	MinMTU, MaxMTU        uint32 // path MTU range in bytes (IB_MTU_256 … max_mtu IB_MTU_4096)
 	TimestampMask         uint64 // timestamp_mask (HCA_CLOCK_TIMESTAMP_MASK)
-	DeviceCapFlags        uint64 // device_cap_flags for RoCE (Device*)
-	PushPages             uint32 // max_hw_device_pages; the emulator declines push pages anyway
-	StatsInstances        uint32 // max_stat_inst (ICRDMA_MAX_STATS_COUNT)
+	// HCACoreClockKHz is hca_core_clock: the rate of the clock the device
+	// writes into CQEs (IRDMA_FEATURE_CQE_TIMESTAMPING); 0 without one.
+	HCACoreClockKHz uint64
+	DeviceCapFlags  uint64 // device_cap_flags for RoCE (Device*)
+	PushPages       uint32 // max_hw_device_pages; the emulator declines push pages anyway
+	StatsInstances  uint32 // max_stat_inst (ICRDMA_MAX_STATS_COUNT)
 	// SRQs (GEN_3; all 0 without SRQ): the SRQ id space (the HMC SRQ
 	// object count), max_srq_wr and max_srq_sge of irdma_query_device.
 	MaxSRQs   uint32
@@ -258,6 +262,10 @@ func (p *Profile) Validate() error {
 	check(p.Limits.MaxInline == p.UK.MaxHWInline, "MaxInline %d != MaxHWInline %d", p.Limits.MaxInline, p.UK.MaxHWInline)
 	check(p.Limits.MaxCQE+1 == p.UK.MaxHWCQSize, "MaxCQE %d != MaxHWCQSize − 1", p.Limits.MaxCQE)
 	check(p.Limits.MaxCQID <= 1<<p.Fields.CQID.Width || p.Gen >= Gen3, "CQ ids exceed the CQID field")
+	// The CQE timestamp needs a clock rate and fits qword0 [63:32].
+	check((p.UK.FeatureFlags&FeatureCQETimestamping != 0) == (p.Limits.HCACoreClockKHz != 0),
+		"HCACoreClockKHz %d disagrees with feature flag CQE_TIMESTAMPING", p.Limits.HCACoreClockKHz)
+	check(p.Limits.TimestampMask <= 1<<32-1, "TimestampMask %#x wider than the CQE field", p.Limits.TimestampMask)
 	return errors.Join(errs...)
 }
 

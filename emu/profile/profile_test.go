@@ -57,6 +57,7 @@ func TestGEN2(t *testing.T) {
 		{"max_msg_sz", uint64(p.Limits.MaxMsgSize), math.MaxInt32},
 		{"device_cap_flags", p.Limits.DeviceCapFlags, 1<<12 | 1<<17 | 1<<21},
 		{"timestamp_mask", p.Limits.TimestampMask, 0x1ffff},
+		{"hca_core_clock", p.Limits.HCACoreClockKHz, 0},
 		{"CQE size", uint64(p.Queues.CQESize), 32},
 		{"CCQ size", uint64(p.Queues.CCQSize), 2050},
 		{"CQP HW major", uint64(p.Queues.CQPHWMajorVer), 1},
@@ -112,6 +113,9 @@ func TestValidateCatches(t *testing.T) {
 		{"hw_rev mismatch", func(p *profile.Profile) { p.UK.HWRev = profile.Gen3 }},
 		{"CQ ids beyond field", func(p *profile.Profile) { p.Fields.CQID.Width = 16 }},
 		{"max_cqe", func(p *profile.Profile) { p.Limits.MaxCQE = p.UK.MaxHWCQSize }},
+		{"CQE timestamps without a clock", func(p *profile.Profile) { p.UK.FeatureFlags |= profile.FeatureCQETimestamping }},
+		{"a clock without CQE timestamps", func(p *profile.Profile) { p.Limits.HCACoreClockKHz = 1000 }},
+		{"timestamp mask wider than the field", func(p *profile.Profile) { p.Limits.TimestampMask = 1 << 32 }},
 	}
 	for _, tc := range tests {
 		p := profile.GEN2()
@@ -198,6 +202,8 @@ func TestGEN3(t *testing.T) {
 		{"max_srq_wr", uint64(p.Limits.MaxSRQWR), 32767},
 		{"max_srq_sge", uint64(p.Limits.MaxSRQSGE), 14},
 		{"timestamp_mask", p.Limits.TimestampMask, 0xffffffff},
+		{"hca_core_clock kHz", p.Limits.HCACoreClockKHz, 1000000},
+		{"device_cap_flags", p.Limits.DeviceCapFlags, 1<<12 | 1<<17 | 1<<21 | 1<<24},
 		{"push pages", uint64(p.Limits.PushPages), 8192},
 		{"CQE size", uint64(p.Queues.CQESize), 64},
 		{"CQP HW major", uint64(p.Queues.CQPHWMajorVer), 2},

@@ -485,3 +485,31 @@ func TestInlineGeometry(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeBindType2: BIND_MW for a type-2 window as libirdma 65 writes
+// it (uk.c irdma_uk_mw_bind; the bytes worked out by hand from the layout,
+// docs/hw-datapath.md "Memory and NOP WQEs"): MEMWINDOWTYPE 0, the
+// window's new STag in qword1 [31:0] below the parent MR's.
+func TestDecodeBindType2(t *testing.T) {
+	p := qp.DecodeParams{Polarity: 1}
+	for _, tc := range []struct {
+		name   string
+		qwords map[int]uint64
+		want   qp.BindFields
+	}{
+		{"VA-based, remote read and write",
+			map[int]uint64{0: 0x0000_7f00_1234_5000, 1: 0x0000_4321_00ab_cd77, 2: 0x3000, 3: 0xc02c_0008_0000_0000},
+			qp.BindFields{VA: 0x7f00_1234_5000, ParentSTag: 0x4321, MWSTag: 0xabcd77, Len: 0x3000, Rights: 0xc, VABased: true}},
+		{"zero-based, remote read",
+			map[int]uint64{1: 0x0000_4321_00ab_cd78, 2: 0x800, 3: 0xc004_0008_0000_0000},
+			qp.BindFields{ParentSTag: 0x4321, MWSTag: 0xabcd78, Len: 0x800, Rights: 0x4}},
+	} {
+		var w qp.SQWQE
+		if err := qp.DecodeSQ(&w, wqe(1, 0, tc.qwords), p); err != nil || !w.OK() {
+			t.Fatalf("%s: %v %v", tc.name, err, w.Violations())
+		}
+		if w.Opcode != qp.OpBindMW || w.Bind != tc.want || !w.Signaled || w.Quanta != 1 {
+			t.Errorf("%s: opcode %v bind %+v signaled %v quanta %d\nwant bind %+v", tc.name, w.Opcode, w.Bind, w.Signaled, w.Quanta, tc.want)
+		}
+	}
+}

@@ -59,7 +59,7 @@ type DeviceAttrs struct {
 	LocalCAAckDelay       uint8  `json:"local_ca_ack_delay"`
 	MaxFastRegPageListLen uint32 `json:"max_fast_reg_page_list_len"`
 	TimestampMask         uint64 `json:"completion_timestamp_mask"`
-	HCACoreClock          uint64 `json:"hca_core_clock"` // kHz; irdma GEN_2 reports none
+	HCACoreClock          uint64 `json:"hca_core_clock"` // kHz; irdma GEN_2 reports none, GEN_3 1 GHz
 	NumCompVectors        int    `json:"num_comp_vectors"`
 }
 
@@ -145,7 +145,7 @@ func (d *Daemon) DevInfo() (DevInfo, error) {
 		MaxMW: a.MaxMW, MaxMcastGrp: a.MaxMcastGrp, MaxMcastQPAttach: a.MaxMcastQPAttach,
 		MaxTotalMcastQPAttach: a.MaxTotalMcastQPAttach, MaxAH: a.MaxAH, MaxPKeys: a.MaxPKeys,
 		MaxFastRegPageListLen: a.MaxFastRegPageListLen, TimestampMask: a.TimestampMask,
-		NumCompVectors: a.NumCompVectors,
+		HCACoreClock: a.HCACoreClock, NumCompVectors: a.NumCompVectors,
 	}
 	p := DevInfoPort{Port: 1, State: pa.State, StateName: netport.PortState(pa.State).String(),
 		MaxMTU: uint8(pa.MaxMTU), ActiveMTU: uint8(pa.ActiveMTU), LID: pa.LID, LinkLayer: "Ethernet",

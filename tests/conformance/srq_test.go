@@ -50,12 +50,13 @@ type srqPP struct {
 	code           int
 }
 
-// runSRQPP runs the program through `irdma-emu exec` on the daemon of
-// runDir with the build's libraries (LD_LIBRARY_PATH on its lib/, whose
-// libibverbs.d names the build's libirdma), until ctx ends. It may run on
-// a goroutine of its own: failures are returned, not reported.
-func runSRQPP(ctx context.Context, bin string, rc rdmaCore, runDir string, args ...string) (srqPP, error) {
-	argv := append([]string{"exec", "--run-dir", runDir, "--", filepath.Join(rc.build(), "bin", "ibv_srq_pingpong")}, args...)
+// runPingpong runs one of the build's programs (an ibv_*_pingpong) through
+// `irdma-emu exec` on the daemon of runDir with the build's libraries
+// (LD_LIBRARY_PATH on its lib/, whose libibverbs.d names the build's
+// libirdma), until ctx ends. It may run on a goroutine of its own:
+// failures are returned, not reported.
+func runPingpong(ctx context.Context, bin string, rc rdmaCore, runDir, prog string, args ...string) (srqPP, error) {
+	argv := append([]string{"exec", "--run-dir", runDir, "--", filepath.Join(rc.build(), "bin", prog)}, args...)
 	cmd := exec.CommandContext(ctx, bin, argv...)
 	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(rc.build(), "lib"))
 	cmd.WaitDelay = 5 * time.Second
@@ -64,13 +65,13 @@ func runSRQPP(ctx context.Context, bin string, rc rdmaCore, runDir string, args 
 	err := cmd.Run()
 	r := srqPP{stdout: o.String(), stderr: e.String()}
 	if ctx.Err() != nil {
-		return r, fmt.Errorf("ibv_srq_pingpong %v did not finish in time\nstdout:\n%s\nstderr:\n%s", args, r.stdout, r.stderr)
+		return r, fmt.Errorf("%s %v did not finish in time\nstdout:\n%s\nstderr:\n%s", prog, args, r.stdout, r.stderr)
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		r.code = ee.ExitCode()
 	} else if err != nil {
-		return r, fmt.Errorf("ibv_srq_pingpong %v: %v", args, err)
+		return r, fmt.Errorf("%s %v: %v", prog, args, err)
 	}
 	return r, nil
 }
@@ -108,24 +109,13 @@ var (
 func TestSRQPingpong65(t *testing.T) {
 	rc := cachedRdmaCore(t)
 	t.Run("gen3", func(t *testing.T) {
-		addrs := testaddr.Loopback(t, 2)
-		var d [2]*daemontest.Proc
-		for i, a := range addrs {
-			d[i] = daemontest.Run(t, daemontest.Options{}, "--addr", a.String(), "--profile", "gen3")
-		}
-		t.Cleanup(func() {
-			if t.Failed() {
-				for i := range d {
-					t.Logf("daemon on %s log:\n%s", addrs[i], d[i].Output())
-				}
-			}
-		})
+		addrs, d := gen3Pair(t)
 		// The program's defaults (16 QPs, 1000 iterations each way of
 		// 4096 bytes, 500 receives posted), with GID index 1, which
 		// RoCE needs.
 		const iters, size, qps = 1000, 4096, 16
 		flags := []string{"-g", "1"}
-		srv, cli := srqPair(t, rc, d[0].RunDir, d[1].RunDir, addrs[0], flags)
+		srv, cli := srqPair(t, rc, "ibv_srq_pingpong", d[0].RunDir, d[1].RunDir, addrs[0], flags)
 		for _, x := range []struct {
 			who       string
 			r         srqPP
@@ -165,7 +155,7 @@ func TestSRQPingpong65(t *testing.T) {
 		defer cancel()
 		port := freeTCPPort(t)
 		for _, args := range [][]string{{"-g", "1", "-p", port}, {"-g", "1", "-p", port, addrs[1].String()}} {
-			r, err := runSRQPP(ctx, daemontest.Binary(t), rc, d.RunDir, args...)
+			r, err := runPingpong(ctx, daemontest.Binary(t), rc, d.RunDir, "ibv_srq_pingpong", args...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,11 +166,30 @@ func TestSRQPingpong65(t *testing.T) {
 	})
 }
 
-// srqPair runs the server on the first daemon and then the client on the
-// second, which connects to the server's address. The server listens only
+// gen3Pair starts two GEN_3 daemons on loopback addresses of their own;
+// their logs are shown if the test fails.
+func gen3Pair(t *testing.T) ([]netip.Addr, [2]*daemontest.Proc) {
+	t.Helper()
+	addrs := testaddr.Loopback(t, 2)
+	var d [2]*daemontest.Proc
+	for i, a := range addrs {
+		d[i] = daemontest.Run(t, daemontest.Options{}, "--addr", a.String(), "--profile", "gen3")
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i := range d {
+				t.Logf("daemon on %s log:\n%s", addrs[i], d[i].Output())
+			}
+		}
+	})
+	return addrs, d
+}
+
+// srqPair runs prog's server on the first daemon and then its client on
+// the second, which connects to the server's address. The server listens only
 // once it has its QPs; until then the client's connect fails ("Couldn't
 // connect to", exit 1, before any exchange) and it is started again.
-func srqPair(t *testing.T, rc rdmaCore, srvDir, cliDir string, srvAddr netip.Addr, flags []string) (srv, cli srqPP) {
+func srqPair(t *testing.T, rc rdmaCore, prog, srvDir, cliDir string, srvAddr netip.Addr, flags []string) (srv, cli srqPP) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -193,7 +202,7 @@ func srqPair(t *testing.T, rc rdmaCore, srvDir, cliDir string, srvAddr netip.Add
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := runSRQPP(ctx, bin, rc, srvDir, args...)
+		r, err := runPingpong(ctx, bin, rc, srvDir, prog, args...)
 		done <- outcome{r, err}
 	}()
 	server := func(o outcome) srqPP {
@@ -204,7 +213,7 @@ func srqPair(t *testing.T, rc rdmaCore, srvDir, cliDir string, srvAddr netip.Add
 	}
 	for {
 		var err error
-		cli, err = runSRQPP(ctx, bin, rc, cliDir, append(args, srvAddr.String())...)
+		cli, err = runPingpong(ctx, bin, rc, cliDir, prog, append(args, srvAddr.String())...)
 		if err != nil {
 			t.Fatalf("client: %v", err)
 		}
@@ -269,7 +278,7 @@ func TestSRQResourceSummary65(t *testing.T) {
 	srvDone := make(chan srqPP, 1)
 	bin, port := daemontest.Binary(t), freeTCPPort(t)
 	go func() {
-		r, _ := runSRQPP(ctx, bin, rc, d.RunDir, "-g", "1", "-p", port)
+		r, _ := runPingpong(ctx, bin, rc, d.RunDir, "ibv_srq_pingpong", "-g", "1", "-p", port)
 		srvDone <- r
 	}()
 	defer func() {

@@ -41,6 +41,7 @@ type opts struct {
 	capture  bool // the pair writes a pcap into world.pcap
 	queueLen int
 	handOff  bool // engine.Config.HandOff: no run to completion
+	gen3     bool // the GEN_3 profile (E2100) instead of GEN_2
 }
 
 // world is two devices on one link.
@@ -77,6 +78,9 @@ func newWorld(t testing.TB, o opts) *world {
 		w.clk = timing.NewWall()
 	}
 	prof := profile.GEN2()
+	if o.gen3 {
+		prof = profile.GEN3()
+	}
 	if o.atomics {
 		prof = prof.WithAtomics(true)
 	}

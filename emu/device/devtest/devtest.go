@@ -190,7 +190,8 @@ func (e *Env) CreateCQP() {
 	put(8, uint64(e.Ring.IOVA())) // SQ base, 512-aligned
 	put(16, 1)                    // HMC_PROFILE [2:0] = 1 default
 	put(24, CQPCtxCookie)         // completion context, echoed in CCQE qword1
-	put(32, 1<<16|0)              // HW_MAJVER [31:16] = 1 (GEN_2), HW_MINVER 0
+	// HW_MAJVER [31:16]: the profile's (GEN_2 1, GEN_3 2), HW_MINVER 0.
+	put(32, uint64(d.Profile().Queues.CQPHWMajorVer)<<16)
 	if err := e.Mem.Write(e.HostCtx.IOVA(), ctx[:]); err != nil {
 		tb.Fatalf("devtest: %v", err)
 	}
