@@ -100,6 +100,7 @@ type Resources struct {
 	MRs           int // STag indices: MRs and MWs
 	AHs           int
 	McastGroups   int
+	SRQs          int // GEN_3; 0 on GEN_2, which has none
 }
 
 // Resources returns what is allocated now: user contexts' objects and
@@ -108,8 +109,12 @@ func (d *Device) Resources() Resources {
 	if d.qpIDs == nil { // not brought up
 		return Resources{}
 	}
-	return Resources{PDs: d.pdIDs.allocated(), CQs: d.cqIDs.allocated(), QPs: d.qpIDs.allocated(),
+	r := Resources{PDs: d.pdIDs.allocated(), CQs: d.cqIDs.allocated(), QPs: d.qpIDs.allocated(),
 		MRs: d.mrIDs.allocated(), AHs: d.ahIDs.allocated(), McastGroups: d.mcgIDs.allocated()}
+	if d.srqIDs != nil {
+		r.SRQs = d.srqIDs.allocated()
+	}
+	return r
 }
 
 // dmaMem is irdma_dma_mem: a host-memory allocation the device reaches by

@@ -190,8 +190,9 @@ func encodedSRQSize(quanta uint32) uint8 {
 // max_hw_srq_quanta (-EINVAL), srq_limit ≤ max_wr (-EINVAL); an id from
 // the SRQ bitmap; the ring depth of irdma_get_srqdepth for the WQE shift
 // of max_sge; kernel SRQs get ring + shadow in one allocation, user SRQs
-// use the MemRegSRQ registration found by attr.User.UserSRQBuf (-ENODATA
-// if none); then CREATE_SRQ (SRQ_LIMIT = srq_limit, ARM_LIMIT_EVENT when
+// use the MemRegSRQ registration found by attr.User.UserSRQBuf (-EPROTO
+// if none: irdma_setup_umode_srq, where irdma_setup_umode_qp answers
+// -ENODATA for the QP's rings); then CREATE_SRQ (SRQ_LIMIT = srq_limit, ARM_LIMIT_EVENT when
 // srq_limit ≠ 0).
 func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, SRQCreateResp, error) {
 	var resp SRQCreateResp
@@ -233,7 +234,7 @@ func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, SRQCreateResp, error
 		// irdma_setup_umode_srq
 		mr := uc.getSRQPBL(attr.User.UserSRQBuf)
 		if mr == nil {
-			return fail(syscall.ENODATA)
+			return fail(syscall.EPROTO)
 		}
 		s.user, s.uctx = true, uc
 		s.shadow = mr.shadow

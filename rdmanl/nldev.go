@@ -120,6 +120,11 @@ const (
 	AttrDevDim              = 84 // u8
 	AttrResCtx              = 86 // nested
 	AttrResCtxEntry         = 87 // nested
+	AttrResSRQ              = 88 // nested
+	AttrResSRQEntry         = 89 // nested
+	AttrResSRQN             = 90 // u32
+	AttrMinRange            = 91 // u32
+	AttrMaxRange            = 92 // u32
 	AttrSysCopyOnFork       = 93 // u8
 	AttrStatHWCounterIndex  = 94 // u32
 	AttrSysPrivQKeyMode     = 96 // u8

@@ -15,6 +15,7 @@ var resKinds = map[uint16]resKind{
 	CmdResMRGet:  {AttrResMR, AttrResMREntry, AttrResMRN, true},
 	CmdResPDGet:  {AttrResPD, AttrResPDEntry, AttrResPDN, true},
 	CmdResCtxGet: {AttrResCtx, AttrResCtxEntry, AttrResCtxN, true},
+	CmdResSRQGet: {AttrResSRQ, AttrResSRQEntry, AttrResSRQN, true},
 }
 
 // entry is one object ready to be written: its id and its fill function.
@@ -86,6 +87,11 @@ func (r *Responder) entries(cmd uint16) []entry {
 				r.owner(w, p.Owner)
 			}})
 		}
+	case CmdResSRQGet:
+		for _, s := range res.SRQs {
+			s := s
+			out = append(out, entry{s.SRQN, 0, func(w *writer) { r.srq(w, s) }})
+		}
 	case CmdResCtxGet:
 		for _, c := range res.Ctxs {
 			c := c
@@ -96,6 +102,37 @@ func (r *Responder) entries(cmd uint16) []entry {
 		}
 	}
 	return out
+}
+
+// srq is fill_res_srq_entry for a basic SRQ (no CQ: ib_srq_has_cq is
+// false), with fill_res_srq_qps: the QPs bound to it as runs of
+// consecutive QP numbers (fill_res_range_qp_entry: one number as LQPN, a
+// run as MIN_RANGE and MAX_RANGE; the table nest even when empty).
+func (r *Responder) srq(w *writer, s SRQ) {
+	w.u32(AttrResSRQN, s.SRQN)
+	w.u8(AttrResType, SRQTypeBasic)
+	w.u32(AttrResPDN, s.PDN)
+	t := w.nest(AttrResQP)
+	run := func(lo, hi uint32) {
+		e := w.nest(AttrResQPEntry)
+		if lo == hi {
+			w.u32(AttrResLQPN, lo)
+		} else {
+			w.u32(AttrMinRange, lo)
+			w.u32(AttrMaxRange, hi)
+		}
+		w.endNest(e)
+	}
+	for i := 0; i < len(s.QPNs); {
+		j := i
+		for j+1 < len(s.QPNs) && s.QPNs[j+1] == s.QPNs[j]+1 {
+			j++
+		}
+		run(s.QPNs[i], s.QPNs[j])
+		i = j + 1
+	}
+	w.endNest(t)
+	r.owner(w, s.Owner)
 }
 
 // qp is fill_res_qp_entry.

@@ -168,7 +168,7 @@ func (r *Responder) do(h Header, cmd uint16, a Attrs) ([]byte, syscall.Errno) {
 		}
 		w.begin(Type(CmdResGet), 0, h.Seq(), r.Port)
 		r.resInfo(&w, d)
-	case CmdResQPGet, CmdResCQGet, CmdResMRGet, CmdResPDGet, CmdResCtxGet:
+	case CmdResQPGet, CmdResCQGet, CmdResMRGet, CmdResPDGet, CmdResCtxGet, CmdResSRQGet:
 		return r.resDoit(h, cmd, a)
 	case CmdGetChardev: // nldev_get_chardev
 		return r.chardev(h, a)
@@ -226,7 +226,7 @@ func (r *Responder) dump(h Header, cmd uint16, a Attrs) ([][]byte, syscall.Errno
 		r.resInfo(&w, d)
 		w.end()
 		return [][]byte{w.b}, 0
-	case CmdResQPGet, CmdResCQGet, CmdResMRGet, CmdResPDGet, CmdResCtxGet:
+	case CmdResQPGet, CmdResCQGet, CmdResMRGet, CmdResPDGet, CmdResCtxGet, CmdResSRQGet:
 		return r.resDump(h, cmd, a)
 	case CmdSysGet:
 		var w writer
@@ -286,7 +286,7 @@ func (r *Responder) resInfo(w *writer, d Device) {
 	for _, e := range []struct {
 		name string
 		n    int
-	}{{"pd", len(res.PDs)}, {"cq", len(res.CQs)}, {"qp", len(res.QPs)}, {"cm_id", 0}, {"mr", len(res.MRs)}, {"ctx", len(res.Ctxs)}, {"srq", 0}} {
+	}{{"pd", len(res.PDs)}, {"cq", len(res.CQs)}, {"qp", len(res.QPs)}, {"cm_id", 0}, {"mr", len(res.MRs)}, {"ctx", len(res.Ctxs)}, {"srq", len(res.SRQs)}} {
 		en := w.nest(AttrResSummaryEntry)
 		w.str(AttrResSummaryEntryName, e.name)
 		w.u64(AttrResSummaryEntryCurr, uint64(e.n))

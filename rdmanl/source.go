@@ -66,6 +66,7 @@ type Resources struct {
 	CQs  []CQ
 	MRs  []MR
 	PDs  []PD
+	SRQs []SRQ
 	Ctxs []Ctx
 }
 
@@ -117,6 +118,14 @@ type PD struct {
 	CtxN         uint32
 }
 
+// SRQ is a restrack SRQ (GEN_3; fill_res_srq_entry).
+type SRQ struct {
+	Owner
+	SRQN uint32
+	PDN  uint32
+	QPNs []uint32 // the QPs bound to it, ascending
+}
+
 // Ctx is a user context (fill_res_ctx_entry).
 type Ctx struct {
 	Owner
@@ -134,6 +143,8 @@ const (
 	QPTypeRC = 2
 	QPTypeUC = 3
 	QPTypeUD = 4
+	// SRQTypeBasic is IB_SRQT_BASIC, the only type irdma creates.
+	SRQTypeBasic = 0
 	// DriverIRDMA is RDMA_DRIVER_IRDMA (enum rdma_driver_id): libibverbs
 	// matches providers by it when netlink names the device.
 	DriverIRDMA = 9 // = RDMA_DRIVER_I40IW

@@ -90,7 +90,7 @@ func (s *Session) doCreateSRQ(a *bundle, c srqCreate) error {
 		},
 	})
 	if err != nil {
-		if err == ePROTO || err == eNODATA {
+		if err == ePROTO { // irdma_setup_umode_srq: no SRQ registration at user_srq_buf
 			s.log.Debug("uverbs: CREATE_SRQ names no SRQ registration", zap.Uint64("user_srq_buf", get64(ureq, 0)))
 		}
 		return err

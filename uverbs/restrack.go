@@ -49,6 +49,14 @@ type (
 		Users uint64 // objects created on it (QPs, MRs, MWs, AHs): ib_pd.usecnt
 		Ctx   uint64
 	}
+	// ResSRQ is one shared receive queue (GEN_3).
+	ResSRQ struct {
+		PID  uint32
+		SRQN uint32
+		PDN  uint32
+		QPNs []uint32 // the QPs bound to it (ib_srq.usecnt of them), ascending
+		Ctx  uint64
+	}
 	// ResCtx is one user context (a session with GET_CONTEXT done).
 	ResCtx struct {
 		PID uint32
@@ -62,6 +70,7 @@ type Resources struct {
 	CQs  []ResCQ
 	MRs  []ResMR
 	PDs  []ResPD
+	SRQs []ResSRQ
 	Ctxs []ResCtx
 }
 
@@ -77,6 +86,7 @@ func (p *Provider) Resources() Resources {
 	sort.Slice(r.CQs, func(i, j int) bool { return r.CQs[i].CQN < r.CQs[j].CQN })
 	sort.Slice(r.MRs, func(i, j int) bool { return r.MRs[i].MRN < r.MRs[j].MRN })
 	sort.Slice(r.PDs, func(i, j int) bool { return r.PDs[i].PDN < r.PDs[j].PDN })
+	sort.Slice(r.SRQs, func(i, j int) bool { return r.SRQs[i].SRQN < r.SRQs[j].SRQN })
 	sort.Slice(r.Ctxs, func(i, j int) bool { return r.Ctxs[i].Ctx < r.Ctxs[j].Ctx })
 	return r
 }
@@ -96,12 +106,18 @@ func (s *Session) resources(r *Resources) {
 	r.Ctxs = append(r.Ctxs, ResCtx{PID: pid, Ctx: s.id})
 	pdUsers := map[*pdObj]uint64{}
 	cqUsers := map[*cqObj]uint64{}
+	srqQPs := map[*srqObj][]uint32{}
 	for _, o := range s.h.objs {
 		switch v := o.v.(type) {
 		case *qpObj:
 			pdUsers[v.pd]++
 			cqUsers[v.scq]++
 			cqUsers[v.rcq]++
+			if v.srq != nil {
+				srqQPs[v.srq] = append(srqQPs[v.srq], v.qp.ID())
+			}
+		case *srqObj:
+			pdUsers[v.pd]++ // ib_create_srq_user takes the PD
 		case *mrObj:
 			pdUsers[v.pd]++
 		case *mwObj:
@@ -112,6 +128,10 @@ func (s *Session) resources(r *Resources) {
 	}
 	for _, o := range s.h.objs {
 		switch v := o.v.(type) {
+		case *srqObj:
+			qpns := srqQPs[v]
+			sort.Slice(qpns, func(i, j int) bool { return qpns[i] < qpns[j] })
+			r.SRQs = append(r.SRQs, ResSRQ{PID: pid, SRQN: v.srq.ID(), PDN: v.pd.pd.ID(), QPNs: qpns, Ctx: s.id})
 		case *pdObj:
 			r.PDs = append(r.PDs, ResPD{PID: pid, PDN: v.pd.ID(), Users: pdUsers[v], Ctx: s.id})
 		case *cqObj:

@@ -159,6 +159,9 @@ func TestSRQGEN3(t *testing.T) {
 		{"CREATE_SRQ with a CQ handle as PD", createSRQCmd(1, 3, 64, 1, 0, a.addr+g3SRQ, a.addr+g3SRQ+4096), syscall.EINVAL},
 		{"CREATE_SRQ max_sge 15", createSRQCmd(1, 0, 64, 15, 0, a.addr+g3SRQ, a.addr+g3SRQ+4096), syscall.EINVAL},
 		{"CREATE_SRQ max_wr beyond max_hw_srq_quanta", createSRQCmd(1, 0, 262144, 1, 0, a.addr+g3SRQ, a.addr+g3SRQ+4096), syscall.EINVAL},
+		// irdma_setup_umode_srq: no SRQ registration at user_srq_buf is
+		// -EPROTO (a QP's unregistered rings are -ENODATA).
+		{"CREATE_SRQ ring not registered", createSRQCmd(1, 0, 64, 1, 0, 0xdead0000, 0xdead1000), syscall.EPROTO},
 		{"CREATE_SRQ udata of 8 bytes", with(createSRQCmd(1, 0, 64, 1, 0, 0, 0)[:8+40], func(b []byte) { b[4] = 48 / 4 }), syscall.EINVAL},
 		{"CREATE_SRQ response room too small", with(createSRQCmd(1, 0, 64, 1, 0, 0, 0), func(b []byte) { b[6] = 12 / 4 }), syscall.ENOSPC},
 		{"CREATE_SRQ NULL response", with(createSRQCmd(1, 0, 64, 1, 0, 0, 0), func(b []byte) { le.PutUint64(b[8:], 0) }), syscall.EFAULT},

@@ -100,6 +100,9 @@ func (s nlSource) Resources() rdmanl.Resources {
 	for _, p := range u.PDs {
 		r.PDs = append(r.PDs, rdmanl.PD{Owner: rdmanl.Owner{PID: p.PID}, PDN: p.PDN, Users: p.Users, CtxN: uint32(p.Ctx)})
 	}
+	for _, q := range u.SRQs {
+		r.SRQs = append(r.SRQs, rdmanl.SRQ{Owner: rdmanl.Owner{PID: q.PID}, SRQN: q.SRQN, PDN: q.PDN, QPNs: q.QPNs})
+	}
 	for _, c := range u.Ctxs {
 		r.Ctxs = append(r.Ctxs, rdmanl.Ctx{Owner: rdmanl.Owner{PID: c.PID}, CtxN: uint32(c.Ctx)})
 	}

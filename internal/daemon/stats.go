@@ -50,6 +50,7 @@ type Resources struct {
 	MRs         int `json:"mrs"` // MRs and MWs: STag indices
 	AHs         int `json:"ahs"`
 	McastGroups int `json:"mcast_groups"`
+	SRQs        int `json:"srqs"` // GEN_3
 	BusRegions  int `json:"bus_regions"`
 	Transports  int `json:"transports"` // port.active_qps
 	// CMChannels and CMIDs are the RDMA CM's open event channels
@@ -308,7 +309,7 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 func (d *Daemon) resources(transports int) Resources {
 	r := d.drv.Resources()
 	out := Resources{Sessions: -1, PDs: r.PDs, CQs: r.CQs, QPs: r.QPs, MRs: r.MRs, AHs: r.AHs,
-		McastGroups: r.McastGroups, BusRegions: d.dev.Mem().NumRegions(), Transports: transports}
+		McastGroups: r.McastGroups, SRQs: r.SRQs, BusRegions: d.dev.Mem().NumRegions(), Transports: transports}
 	if sc, ok := d.handler.(sessionCounter); ok {
 		out.Sessions = sc.Sessions()
 	}
