@@ -154,7 +154,7 @@ func (w *worker) runEntry(en *entry) bool {
 		w.active = append(w.active, en)
 	}
 	if more {
-		en.Wake()
+		en.queue() // the loop's next round takes it
 	}
 	return did
 }
@@ -173,7 +173,7 @@ func (w *worker) scan(now time.Duration) bool {
 			en.active.Store(false)
 			continue
 		case tr.HasWork():
-			en.Wake()
+			en.queue() // run below
 		case now-tr.LastWork() > linger && tr.Idle():
 			en.active.Store(false)
 			continue
@@ -252,6 +252,9 @@ func (w *worker) loop() {
 func (w *worker) park(idle int) bool {
 	e := w.e
 	sc := &e.cfg.Scan
+	if w.ready.queued() {
+		return true // a QP the worker queued for itself (queue: no kick)
+	}
 	// Parked before it stops counting as a poller: with no pollers left,
 	// every worker takes no more work by itself (Stats().Sched.Pollers 0
 	// means work for any of them is run by whoever brings it).
