@@ -29,6 +29,14 @@ type Packet struct {
 	// alias the packet's buffer; it is meaningful from the gate to Release,
 	// which clears it.
 	Frame wire.Frame
+	// Unsealed is set by a builder that left the frame's ICRC (and the UDP
+	// checksum, if it carries one) to be written when the frame leaves the
+	// device: Frame then holds the builder's encoding of Data, and Seal
+	// writes them. A NIC computes the ICRC at the wire, so a frame the
+	// device delivers to itself needs none (docs/dataplane.md "Loopback").
+	// A link never sees an unsealed frame: the device seals every frame it
+	// hands to Send.
+	Unsealed bool
 
 	pool *Pool
 	// free is set while the packet sits in its pool, so a second Release
@@ -40,6 +48,16 @@ type Packet struct {
 // Buf returns the packet's whole buffer (BufferSize bytes) to build a frame
 // into. Its contents are whatever the previous owner left.
 func (p *Packet) Buf() []byte { return p.buf[:] }
+
+// Seal writes the ICRC (and a UDP checksum) of an unsealed frame from the
+// builder's encoding in Frame (wire.Frame.Seal); a sealed frame is left as
+// it is.
+func (p *Packet) Seal() {
+	if p.Unsealed {
+		p.Frame.Seal()
+		p.Unsealed = false
+	}
+}
 
 // Release returns the packet to its pool. The caller must be its owner and
 // must not use it afterwards. Releasing a nil packet does nothing;
@@ -73,6 +91,7 @@ func (p *Packet) reset() {
 	p.Time = 0
 	p.ICRC = ICRCUnchecked
 	p.Frame = wire.Frame{}
+	p.Unsealed = false
 }
 
 // releaseAll releases every packet of pkts.
