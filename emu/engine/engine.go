@@ -535,7 +535,8 @@ func (en *entry) Wake() {
 // next park, which would wake at once — while an RC requester waits for
 // ACKs with WQEs at its SQ head (HasWork), the rescan's kicks kept the
 // worker cycling through park and unpark instead of parking
-// (docs/performance.md, "Self-kicks").
+// (docs/performance.md, "Self-kicks, in-device ICRC, syscalls per
+// packet").
 func (en *entry) queue() bool {
 	if !en.queued.CompareAndSwap(false, true) {
 		return false

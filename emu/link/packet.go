@@ -27,7 +27,8 @@ type Packet struct {
 	// (emu/engine) fills it once, and the QP that takes the packet reads
 	// its headers from it instead of parsing the frame again. Its views
 	// alias the packet's buffer; it is meaningful from the gate to Release,
-	// which clears it.
+	// which clears it. Before that, on the sending side, it is the
+	// builder's encoding of an Unsealed frame.
 	Frame wire.Frame
 	// Unsealed is set by a builder that left the frame's ICRC (and the UDP
 	// checksum, if it carries one) to be written when the frame leaves the
