@@ -532,9 +532,9 @@ func (en *entry) Wake() {
 // queue queues the QP on its worker (at most once) without a kick, and
 // reports whether it did. Only the worker itself uses it, for a QP it will
 // run in its next round anyway: a kick to itself would be found by its
-// next park, which would wake at once — while an RC requester waits for
-// ACKs with WQEs at its SQ head (HasWork), the rescan's kicks kept the
-// worker cycling through park and unpark instead of parking
+// next park, which would wake at once — with perftest keeping an SQ
+// posted, the rescan's kicks (HasWork) kept the worker cycling through
+// park and unpark instead of parking
 // (docs/performance.md, "Self-kicks, in-device ICRC, syscalls per
 // packet").
 func (en *entry) queue() bool {

@@ -41,9 +41,8 @@ func TestReadyQueueQueued(t *testing.T) {
 
 // TestScanNoSelfKick: the rescan runs a QP with a WQE at its SQ head
 // without leaving a kick on its own worker's channel. A kick there would
-// make the worker's next park return at once: with an RC requester
-// waiting for ACKs the rescan kept a worker cycling through park and
-// wake-up (docs/performance.md, "Self-kicks, in-device ICRC, syscalls per
+// make the worker's next park return at once: with perftest keeping an
+// SQ posted, such kicks kept a worker cycling through park and wake-up (docs/performance.md, "Self-kicks, in-device ICRC, syscalls per
 // packet").
 func TestScanNoSelfKick(t *testing.T) {
 	clk := timing.NewManual()
