@@ -161,7 +161,7 @@ func udpRoundTrip(iters int) (p50, p99 time.Duration, err error) {
 		defer runtime.UnlockOSThread()
 		var buf [64]byte
 		for !stop.Load() {
-			if n, err := unix.Read(b, buf[:]); err == nil {
+			if n, err := readNoEINTR(b, buf[:]); err == nil {
 				_, _ = unix.Write(b, buf[:n])
 			}
 		}
@@ -176,7 +176,7 @@ func udpRoundTrip(iters int) (p50, p99 time.Duration, err error) {
 		if _, err = unix.Write(a, buf[:]); err != nil {
 			break
 		}
-		if _, err = unix.Read(a, buf[:]); err != nil {
+		if _, err = readNoEINTR(a, buf[:]); err != nil {
 			break // a lost datagram times out (SO_RCVTIMEO): report it
 		}
 		if i >= warm {
@@ -190,6 +190,19 @@ func udpRoundTrip(iters int) (p50, p99 time.Duration, err error) {
 	}
 	slices.Sort(rtts)
 	return rtts[len(rtts)/2], rtts[len(rtts)*99/100], nil
+}
+
+// readNoEINTR is unix.Read again after a signal: a socket with
+// SO_RCVTIMEO is not restarted after one (socket(7)), and the Go runtime's
+// preemption signal arrives at any time — a bench run lost its round-trip
+// baseline to an "interrupted system call".
+func readNoEINTR(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, b)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }
 
 // memcpyRate is the bytes per second of one thread copying 1 MiB blocks

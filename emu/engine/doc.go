@@ -35,7 +35,10 @@
 // it through the same receive path, after showing it to the link's
 // link.Looper (a capture). A multicast frame goes to the link and, when the
 // device has a group of its address, as a copy to the local members. The
-// decision is per frame (loopback.go; docs/dataplane.md "Loopback").
+// decision is per frame (loopback.go; docs/dataplane.md "Loopback"). The
+// workers build frames unsealed and flush computes the ICRC of those that
+// leave the device; one kept inside gets none unless the link captures,
+// and the gate checks none (link.ICRCInDevice).
 //
 // # Doorbells and the rescan
 // # Doorbells, polling and parking

@@ -524,10 +524,25 @@ var _ qp.Scheduler = (*entry)(nil)
 
 // Wake queues the QP on its worker (at most once) and kicks the worker.
 func (en *entry) Wake() {
-	if en.queued.CompareAndSwap(false, true) {
-		en.w.ready.push(en)
+	if en.queue() {
 		en.w.kick()
 	}
+}
+
+// queue queues the QP on its worker (at most once) without a kick, and
+// reports whether it did. Only the worker itself uses it, for a QP it will
+// run in its next round anyway: a kick to itself would be found by its
+// next park, which would wake at once — with perftest keeping an SQ
+// posted, the rescan's kicks (HasWork) kept the worker cycling through
+// park and unpark instead of parking
+// (docs/performance.md, "Self-kicks, in-device ICRC, syscalls per
+// packet").
+func (en *entry) queue() bool {
+	if !en.queued.CompareAndSwap(false, true) {
+		return false
+	}
+	en.w.ready.push(en)
+	return true
 }
 
 // String describes the scheduling state (Engine.Debug).

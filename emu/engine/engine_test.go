@@ -257,10 +257,12 @@ func TestGate(t *testing.T) {
 	send(toQPN(40, wire.RCAcknowledge), link.ICRCUnchecked)
 	send(toQPN(3, wire.RCAcknowledge), link.ICRCUnchecked) // RC opcode to the UD QP
 	send(toQPN(2, wire.UCSendOnly), link.ICRCUnchecked)    // UC is not ours
+	send(bad, link.ICRCInDevice)                           // delivered inside the device: not checked
 	s := n.eng.Stats()
 	g := s.Gate
-	if g.ICRCVerified != 6 || g.ICRCFailed != 2 || g.ICRCLinkGood != 1 || g.ICRCUnverifiable != 1 {
-		t.Errorf("ICRC: verified %d failed %d link-good %d unverifiable %d", g.ICRCVerified, g.ICRCFailed, g.ICRCLinkGood, g.ICRCUnverifiable)
+	if g.ICRCVerified != 6 || g.ICRCFailed != 2 || g.ICRCLinkGood != 1 || g.ICRCUnverifiable != 1 || g.ICRCInDevice != 1 {
+		t.Errorf("ICRC: verified %d failed %d link-good %d unverifiable %d in-device %d", g.ICRCVerified, g.ICRCFailed,
+			g.ICRCLinkGood, g.ICRCUnverifiable, g.ICRCInDevice)
 	}
 	want := map[qp.DropReason]uint64{qp.DropICRC: 2, qp.DropParse: 1, qp.DropNotOurGID: 1, qp.DropQPNZero: 1,
 		qp.DropUnknownQPN: 1, qp.DropTransport: 2}
@@ -269,12 +271,12 @@ func TestGate(t *testing.T) {
 			t.Errorf("drops %v: %d, want %d", r, g.Drops[r], n)
 		}
 	}
-	if s.Delivered != 3 || s.Delivered+g.Dropped() != 11 {
+	if s.Delivered != 4 || s.Delivered+g.Dropped() != 12 {
 		t.Errorf("delivered %d, dropped %d", s.Delivered, g.Dropped())
 	}
-	// The three delivered are ACKs for nothing outstanding: the QP counts
+	// The four delivered are ACKs for nothing outstanding: the QP counts
 	// them received and drops them as responses to nothing.
-	if q, _ := n.eng.QPStats(2); q.RxPackets != 3 || q.Drops[qp.DropBadResponse]+q.Drops[qp.DropStaleResponse] != 3 {
+	if q, _ := n.eng.QPStats(2); q.RxPackets != 4 || q.Drops[qp.DropBadResponse]+q.Drops[qp.DropStaleResponse] != 4 {
 		t.Errorf("QP: rx %d drops %v", q.RxPackets, q.Drops)
 	}
 }

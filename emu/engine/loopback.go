@@ -137,8 +137,9 @@ func (s *loopStats) snapshot() LoopbackStats {
 }
 
 // loop delivers frames the device sent to itself through the port's
-// receive path — the same gate as frames from the link (ICRC, GID, QPN,
-// transport; the QP's worker then checks state, addresses, P_Key, Q_Key) —
+// receive path — the same gate as frames from the link (GID, QPN,
+// transport; the QP's worker then checks state, addresses, P_Key, Q_Key;
+// not the ICRC, which an in-device frame does not carry: link.ICRCInDevice) —
 // from the worker that built them, with the worker's own parse scratch.
 // The frames are first shown to the link's Looper, if it has one, so a
 // capture records them as sent. It takes ownership of every packet.
@@ -166,9 +167,9 @@ func (p *port) loop(s *rxScratch, pkts []*link.Packet, mcast uint64) {
 		p.lb.mcast.Add(mcast)
 	}
 	for _, pk := range pkts {
-		// As a link that carries whole frames hands them over: the
-		// receiver verifies the ICRC itself (link.ICRCUnchecked).
-		pk.Time, pk.ICRC = now, link.ICRCUnchecked
+		// No link carried it: the gate neither has an ICRC to check
+		// (flush computed one only for a capture) nor needs one.
+		pk.Time, pk.ICRC, pk.Unsealed = now, link.ICRCInDevice, false
 		p.receive(s, pk)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/irdma-emu/irdma-emu/emu/device/devtest"
 	"github.com/irdma-emu/irdma-emu/emu/link"
+	"github.com/irdma-emu/irdma-emu/emu/timing"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
 
@@ -98,4 +99,83 @@ func FuzzFrameDst(f *testing.F) {
 			t.Fatalf("frameDst(%d bytes) = %v, %v", len(b), a, ok)
 		}
 	})
+}
+
+// sealSpy is a link end that records the frames it is sent and shown as
+// looped back, as they are at that moment.
+type sealSpy struct {
+	*link.End
+	capturing    bool
+	sent, looped [][]byte
+}
+
+func (s *sealSpy) Send(pkts []*link.Packet) error {
+	for _, p := range pkts {
+		s.sent = append(s.sent, append([]byte(nil), p.Data...))
+	}
+	return s.End.Send(pkts)
+}
+
+func (s *sealSpy) Looped(pkts []*link.Packet) {
+	for _, p := range pkts {
+		s.looped = append(s.looped, append([]byte(nil), p.Data...))
+	}
+}
+
+func (s *sealSpy) Capturing() bool { return s.capturing }
+
+// TestFlushSeals: a frame built unsealed (qp.Ctx.SealAtWire, as the
+// workers build them) gets its ICRC when flush sends it to the link; one
+// the device keeps for itself gets none — its ICRC bytes stay as the
+// encoder left them, zero — unless the link captures, and the gate counts
+// it in-device without checking it.
+func TestFlushSeals(t *testing.T) {
+	for _, capturing := range []bool{false, true} {
+		pair, err := link.NewPair(link.PairConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pair.Close() })
+		spy := &sealSpy{End: pair.A(), capturing: capturing}
+		n := newNode(t, timing.NewManual(), Config{Stepped: true}, ipA, ipB, macB, spy)
+		pool := link.NewPool(0)
+		unsealed := func(dst netip.Addr) *link.Packet {
+			p := pool.Get()
+			ff := wire.FrameFields{Dst: macB, Src: macA, SrcIP: ipA, DstIP: dst, HopLimit: 64, SrcPort: 0xc001}
+			pf := wire.PacketFields{BTH: wire.BTHFields{Opcode: wire.RCAcknowledge, DestQP: 2, PKey: 0xffff},
+				AETH: wire.AETHFields{Syndrome: 0x1f}}
+			m, err := wire.EncodeFrame(p.Buf(), &ff, &pf, 0, &p.Frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Data, p.Unsealed = p.Buf()[:m], true
+			return p
+		}
+		w := n.eng.workers[0]
+		w.send(unsealed(ipB)) // to the peer: the wire
+		w.send(unsealed(ipA)) // to itself
+		w.flush()
+		for n.eng.Poll() {
+		}
+		if len(spy.sent) != 1 || len(spy.looped) != 1 {
+			t.Fatalf("capturing %v: %d frames sent, %d looped back; want 1 and 1", capturing, len(spy.sent), len(spy.looped))
+		}
+		var f wire.Frame
+		if err := wire.ParseFrame(spy.sent[0], &f); err != nil || f.VerifyICRC() != nil {
+			t.Errorf("capturing %v: the frame sent to the link: parse %v, ICRC %v; want it sealed", capturing, err, f.VerifyICRC())
+		}
+		if err := wire.ParseFrame(spy.looped[0], &f); err != nil {
+			t.Fatal(err)
+		}
+		if capturing && f.VerifyICRC() != nil {
+			t.Errorf("capturing: the looped-back frame has a bad ICRC; the capture wants the wire's")
+		}
+		if !capturing && f.Packet.ICRC() != 0 {
+			t.Errorf("not capturing: the looped-back frame's ICRC is %#x; want none computed (0)", f.Packet.ICRC())
+		}
+		if g := n.eng.Stats().Gate; g.ICRCInDevice != 1 || g.ICRCVerified+g.ICRCFailed != 0 {
+			t.Errorf("capturing %v: gate ICRC in-device %d verified %d failed %d; want 1, 0, 0", capturing,
+				g.ICRCInDevice, g.ICRCVerified, g.ICRCFailed)
+		}
+	}
 }

@@ -54,3 +54,9 @@ func (q *readyQueue) pop() *entry {
 	}
 	return nil
 }
+
+// queued reports whether pop would return an entry (or a producer is past
+// its first store: it kicks the worker after the second). Consumer only.
+func (q *readyQueue) queued() bool {
+	return q.tail != &q.stub || q.stub.next.Load() != nil
+}

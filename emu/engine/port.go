@@ -113,6 +113,9 @@ func (p *port) receive(s *rxScratch, pk *link.Packet) {
 		p.c.Add(qp.CntICRCFailed, 1)
 		p.drop(pk, qp.DropICRC)
 		return
+	case link.ICRCInDevice:
+		// Delivered inside the device (loopback.go): no wire, no ICRC.
+		p.c.Add(qp.CntICRCInDevice, 1)
 	case link.ICRCUnverifiable:
 		// An IPv4 packet from a UDP socket whose IP ID is unknown: accepted
 		// and counted (emu/link's UDP link).

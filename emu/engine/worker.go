@@ -48,6 +48,7 @@ func newWorker(e *Engine, id int, pool *link.Pool) *worker {
 	w.ctx.Pool = pool
 	w.ctx.Port = &w.port
 	w.ctx.Send = w.send
+	w.ctx.SealAtWire = true // flush seals what leaves the device
 	return w
 }
 
@@ -78,13 +79,22 @@ func (w *worker) flush() {
 	}
 	p := w.e.port
 	own := p.ownGIDs()
+	capture := p.looper != nil && p.looper.Capturing()
 	out, local := w.tx[:0], w.local[:0] // out reuses w.tx in place: it never overtakes the reader
 	var mcast uint64
 	for _, pk := range w.tx {
+		// The ICRC is computed here, for the frames that leave the device
+		// (and the group copies, cloned from the sealed frame), as a NIC
+		// computes it at the wire; a frame kept inside gets one only for
+		// the capture (loopback.go).
 		switch p.routeOf(own, pk.Data) {
 		case toSelf:
+			if capture {
+				pk.Seal()
+			}
 			local = append(local, pk)
 		case toGroup:
+			pk.Seal()
 			out = append(out, pk)
 			if c := clone(w.ctx.Pool, pk); c != nil {
 				local = append(local, c)
@@ -93,6 +103,7 @@ func (w *worker) flush() {
 				p.lb.noBuffer.Add(1)
 			}
 		default:
+			pk.Seal()
 			out = append(out, pk)
 		}
 	}
@@ -154,7 +165,7 @@ func (w *worker) runEntry(en *entry) bool {
 		w.active = append(w.active, en)
 	}
 	if more {
-		en.Wake()
+		en.queue() // the loop's next round takes it
 	}
 	return did
 }
@@ -173,7 +184,7 @@ func (w *worker) scan(now time.Duration) bool {
 			en.active.Store(false)
 			continue
 		case tr.HasWork():
-			en.Wake()
+			en.queue() // run below
 		case now-tr.LastWork() > linger && tr.Idle():
 			en.active.Store(false)
 			continue
@@ -252,6 +263,9 @@ func (w *worker) loop() {
 func (w *worker) park(idle int) bool {
 	e := w.e
 	sc := &e.cfg.Scan
+	if w.ready.queued() {
+		return true // a QP the worker queued for itself (queue: no kick)
+	}
 	// Parked before it stops counting as a poller: with no pollers left,
 	// every worker takes no more work by itself (Stats().Sched.Pollers 0
 	// means work for any of them is run by whoever brings it).

@@ -84,6 +84,10 @@ const (
 	// IPv4 packet received on a UDP socket whose IP ID is not known to be
 	// 0). The receiver accepts the frame and counts it.
 	ICRCUnverifiable
+	// ICRCInDevice: no link carried the frame — the device delivered it
+	// to itself (hardware loopback) — so it was built without an ICRC,
+	// unless a capture wanted one (Looper), and none is checked.
+	ICRCInDevice
 )
 
 var icrcStatusText = [...]string{
@@ -91,6 +95,7 @@ var icrcStatusText = [...]string{
 	ICRCGood:         "good",
 	ICRCBad:          "bad",
 	ICRCUnverifiable: "unverifiable",
+	ICRCInDevice:     "in-device",
 }
 
 // String returns the status's name.
@@ -245,8 +250,13 @@ type Link interface {
 // records it as it records a sent frame — which the wire never sees. The
 // packets stay the caller's: Looped must not keep or release them, and
 // must not block for long (it runs on the device's data path).
+//
+// Capturing reports whether Looped records anything now: the device
+// computes the ICRC of a frame it keeps for itself only then, so the
+// capture holds the frame a wire would have carried.
 type Looper interface {
 	Looped(pkts []*Packet)
+	Capturing() bool
 }
 
 // SourcePorter is an optional interface of a Link that sends every frame

@@ -27,8 +27,17 @@ type Packet struct {
 	// (emu/engine) fills it once, and the QP that takes the packet reads
 	// its headers from it instead of parsing the frame again. Its views
 	// alias the packet's buffer; it is meaningful from the gate to Release,
-	// which clears it.
+	// which clears it. Before that, on the sending side, it is the
+	// builder's encoding of an Unsealed frame.
 	Frame wire.Frame
+	// Unsealed is set by a builder that left the frame's ICRC (and the UDP
+	// checksum, if it carries one) to be written when the frame leaves the
+	// device: Frame then holds the builder's encoding of Data, and Seal
+	// writes them. A NIC computes the ICRC at the wire, so a frame the
+	// device delivers to itself needs none (docs/dataplane.md "Loopback").
+	// A link never sees an unsealed frame: the device seals every frame it
+	// hands to Send.
+	Unsealed bool
 
 	pool *Pool
 	// free is set while the packet sits in its pool, so a second Release
@@ -40,6 +49,16 @@ type Packet struct {
 // Buf returns the packet's whole buffer (BufferSize bytes) to build a frame
 // into. Its contents are whatever the previous owner left.
 func (p *Packet) Buf() []byte { return p.buf[:] }
+
+// Seal writes the ICRC (and a UDP checksum) of an unsealed frame from the
+// builder's encoding in Frame (wire.Frame.Seal); a sealed frame is left as
+// it is.
+func (p *Packet) Seal() {
+	if p.Unsealed {
+		p.Frame.Seal()
+		p.Unsealed = false
+	}
+}
 
 // Release returns the packet to its pool. The caller must be its owner and
 // must not use it afterwards. Releasing a nil packet does nothing;
@@ -73,6 +92,7 @@ func (p *Packet) reset() {
 	p.Time = 0
 	p.ICRC = ICRCUnchecked
 	p.Frame = wire.Frame{}
+	p.Unsealed = false
 }
 
 // releaseAll releases every packet of pkts.

@@ -299,6 +299,9 @@ func (e *End) Looped(pkts []*Packet) {
 	}
 }
 
+// Capturing implements Looper: whether the pair has a capture.
+func (e *End) Capturing() bool { return e.pair.tap != nil }
+
 var _ Looper = (*End)(nil)
 
 // dropped counts p as dropped for reason and releases it.

@@ -116,6 +116,7 @@ const (
 	CntICRCLinkGood                  // ICRC checked good by the link
 	CntICRCUnverifiable              // ICRC the link could not check (accepted)
 	CntICRCFailed                    // ICRC mismatch (dropped, also in Drops)
+	CntICRCInDevice                  // frames the device delivered to itself: no ICRC computed or checked
 	NumCounts
 )
 
@@ -149,6 +150,7 @@ type CounterSnapshot struct {
 	TxStalls                               uint64
 	ICRCVerified, ICRCLinkGood             uint64
 	ICRCUnverifiable, ICRCFailed           uint64
+	ICRCInDevice                           uint64
 	Drops                                  [NumDropReasons]uint64
 }
 
@@ -178,6 +180,7 @@ func (c *Counters) Snapshot() CounterSnapshot {
 		ICRCLinkGood:     c.Get(CntICRCLinkGood),
 		ICRCUnverifiable: c.Get(CntICRCUnverifiable),
 		ICRCFailed:       c.Get(CntICRCFailed),
+		ICRCInDevice:     c.Get(CntICRCInDevice),
 	}
 	for i := range s.NAKsSent {
 		s.NAKsSent[i] = c.NAKsSent[i].Load()
@@ -214,6 +217,7 @@ func (s *CounterSnapshot) Add(o CounterSnapshot) {
 	s.ICRCLinkGood += o.ICRCLinkGood
 	s.ICRCUnverifiable += o.ICRCUnverifiable
 	s.ICRCFailed += o.ICRCFailed
+	s.ICRCInDevice += o.ICRCInDevice
 	for i := range s.NAKsSent {
 		s.NAKsSent[i] += o.NAKsSent[i]
 		s.NAKsRcvd[i] += o.NAKsRcvd[i]

@@ -183,6 +183,11 @@ type Ctx struct {
 	// Port counts what every transport run in this context does, next to
 	// each transport's own counters.
 	Port *Counters
+	// SealAtWire leaves each frame's ICRC to Send's receiver, which seals
+	// the frames that leave the device (link.Packet.Seal) and not those it
+	// delivers to itself (emu/engine, docs/dataplane.md "Loopback"); false
+	// seals every frame as it is built.
+	SealAtWire bool
 
 	now   time.Duration
 	run   uint64          // counts Transport.Runs in this context (readAhead)

@@ -102,10 +102,16 @@ func (t *Transport) encode(ctx *Ctx, p *link.Packet, n int) bool {
 	return true
 }
 
-// transmit seals the frame in ctx.frame and hands p to the worker.
+// transmit seals the frame in ctx.frame — or, with ctx.SealAtWire, leaves
+// that to the worker, which knows whether the frame leaves the device —
+// and hands p to the worker.
 func (t *Transport) transmit(ctx *Ctx, p *link.Packet) {
 	f := &ctx.frame
-	f.Seal()
+	if ctx.SealAtWire {
+		p.Frame, p.Unsealed = *f, true
+	} else {
+		f.Seal()
+	}
 	n := len(f.Packet.Raw)
 	t.dp.charge(timing.PacketBuild, n)
 	t.dp.charge(timing.Serialise, n)

@@ -119,6 +119,10 @@ func (pl *portLink) Looped(pkts []*link.Packet) {
 	}
 }
 
+// Capturing implements link.Looper: whether --pcap (or a capture started
+// since) records now.
+func (pl *portLink) Capturing() bool { return pl.cap.Load() != nil }
+
 var _ link.Looper = (*portLink)(nil)
 
 // Attach implements link.Link: the receiver stays attached across reopens.

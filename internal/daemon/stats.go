@@ -169,6 +169,7 @@ type ICRCCounts struct {
 	LinkVerified uint64 `json:"link_verified"` // checked by the link, good
 	Unverifiable uint64 `json:"unverifiable"`  // IPv4 on a UDP socket, ID not 0: accepted
 	Failed       uint64 `json:"failed"`        // mismatch: dropped
+	InDevice     uint64 `json:"in_device"`     // delivered inside the device: none computed or checked
 }
 
 // LoopbackStats count the frames the device kept for itself
@@ -357,7 +358,7 @@ func counters(c qp.CounterSnapshot) Counters {
 		AcksSent: c.AcksSent, AcksCoalesced: c.AcksCoalesced,
 		SQWQEs: c.SQWQEs, RQWQEs: c.RQWQEs, CQEs: c.CQEs, FatalErrors: c.FatalErrors, TxStalls: c.TxStalls,
 		ICRC: ICRCCounts{Verified: c.ICRCVerified, LinkVerified: c.ICRCLinkGood,
-			Unverifiable: c.ICRCUnverifiable, Failed: c.ICRCFailed},
+			Unverifiable: c.ICRCUnverifiable, Failed: c.ICRCFailed, InDevice: c.ICRCInDevice},
 		Drops: map[string]uint64{},
 	}
 	for k := range qp.NumNAKKinds {
