@@ -214,6 +214,9 @@ func (d *Device) modifyQPLocked(q *QP, attr *QPAttr, mask QPAttrMask, u *ModifyQ
 	if mask&QPAttrRNRRetry != 0 {
 		c.RNRNakThresh = attr.RNRRetry
 	}
+	if mask&QPAttrMinRNRTimer != 0 && d.prof.Gen >= profile.Gen3 {
+		c.MinRNRTimer = attr.MinRNRTimer // irdma_modify_qp_roce, GEN_3 on
+	}
 	if mask&QPAttrRetryCnt != 0 {
 		c.RexmitThresh = attr.RetryCnt
 	}

@@ -604,6 +604,7 @@ func (d *Device) QueryQP(q *QP) (QPAttr, QPInitAttr) {
 	a.PKeyIndex = q.ctx.PKey // irdma reports p_key in pkey_index
 	a.RetryCnt = q.ctx.RexmitThresh
 	a.RNRRetry = q.ctx.RNRNakThresh
+	a.MinRNRTimer = q.ctx.MinRNRTimer // irdma_query_qp: udp_info.min_rnr_timer
 	a.MaxRdAtomic = q.ctx.ORDSize
 	a.MaxDestRdAtomic = uint8(min(q.ctx.IRDSize, 255))
 	if q.avValid {

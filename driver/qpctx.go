@@ -84,6 +84,12 @@ type roceCtx struct {
 	CWnd          uint32
 	RexmitThresh  uint8
 	RNRNakThresh  uint8
+	// MinRNRTimer is udp_info.min_rnr_timer: irdma_modify_qp_roce stores
+	// IB_QP_MIN_RNR_TIMER only from GEN_3 on (hw_rev >= IRDMA_GEN_3), so on
+	// GEN_2 it stays 0; irdma_query_qp reports it on every generation. The
+	// emulator's GEN_3 context keeps GEN_2's layout, which has no field for
+	// it (encodeRoCECtx does not write it).
+	MinRNRTimer uint8
 }
 
 // encodedIRDSize is irdma_sc_get_encoded_ird_size: roundup_pow_of_two(2 ×

@@ -76,6 +76,20 @@ func TestAtomicsABI(t *testing.T) {
 			if got := q.Attrs().RemoteAtomic; got != tc.on {
 				t.Errorf("QP context REMOTE_ATOMIC_EN %v, want %v", got, tc.on)
 			}
+			// RTR with min_rnr_timer 12: GEN_3's irdma_modify_qp_roce keeps
+			// it and irdma_query_qp reports it (ib_uverbs_query_qp_resp +115);
+			// GEN_2's driver does not keep it.
+			m = newModify(qph, 0x129181).dest(gid4(peerIP), 1, 1, 1)
+			m[96], m[98], m[102], m[103] = 2, 3, 1, 12
+			le.PutUint32(m[84:], 0x11)
+			c.ok(c.raw(m.ex(0, 0)), "EX_MODIFY_QP RTR")
+			wantRNR := uint8(0)
+			if tc.on {
+				wantRNR = 12
+			}
+			if r = c.ok(c.raw(queryQPCmd(qph, 1<<15)), "QUERY_QP"); r.resp[115] != wantRNR {
+				t.Errorf("QUERY_QP min_rnr_timer %d, want %d", r.resp[115], wantRNR)
+			}
 		})
 	}
 }

@@ -282,6 +282,7 @@ func (s *Session) queryQP(a *bundle) error {
 	put8(resp, 110, uint8(at.PathMTU))
 	put8(resp, 113, at.MaxRdAtomic)
 	put8(resp, 114, at.MaxDestRdAtomic)
+	put8(resp, 115, at.MinRNRTimer)
 	put8(resp, 116, at.PortNum)
 	put8(resp, 118, at.RetryCnt)
 	put8(resp, 119, at.RNRRetry)

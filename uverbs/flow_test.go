@@ -385,6 +385,7 @@ func TestContextToTeardown(t *testing.T) {
 				{"path_mtu", uint32(r.resp[110]), 3},
 				{"max_rd_atomic", uint32(r.resp[113]), 1},
 				{"max_dest_rd_atomic", uint32(r.resp[114]), 1},
+				{"min_rnr_timer", uint32(r.resp[115]), 0}, // GEN_2: irdma_modify_qp_roce does not store the 12
 				{"port_num", uint32(r.resp[116]), 1},
 				{"retry_cnt", uint32(r.resp[118]), 7},
 				{"rnr_retry", uint32(r.resp[119]), 7},
