@@ -101,3 +101,57 @@ func TestParseCMCounters(t *testing.T) {
 		}
 	}
 }
+
+// TestGuestCMSent: what the guest CM put on the wire, from its counters.
+// The first row is the CI run where both sides disconnected at once
+// (two connections, rxe the server; the capture had 5 MADs from rxe:
+// 2 REPs, 1 DREQ, 2 DREPs, one of them the direct answer to the crossed
+// DREQ, which cm_send_handler counts twice in cm_tx_msgs).
+func TestGuestCMSent(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		d     map[string]int64
+		sent  map[string]int64
+		total int64
+	}{
+		{"crossed DREQ",
+			map[string]int64{"cm_tx_msgs/rep": 2, "cm_tx_msgs/dreq": 1, "cm_tx_msgs/drep": 3, "cm_tx_retries/drep": 1},
+			map[string]int64{"rep": 2, "dreq": 1, "drep": 2}, 5},
+		{"a REQ retried on a timeout is on the wire twice",
+			map[string]int64{"cm_tx_msgs/req": 2, "cm_tx_retries/req": 1, "cm_tx_msgs/rtu": 1},
+			map[string]int64{"req": 2, "rtu": 1}, 3},
+		{"a REJ is counted once", map[string]int64{"cm_tx_msgs/rej": 1}, map[string]int64{"rej": 1}, 1},
+	} {
+		sent, total := guestCMSent(c.d)
+		if total != c.total {
+			t.Errorf("%s: total %d, want %d", c.name, total, c.total)
+		}
+		for _, a := range cmAttrs {
+			if sent[a] != c.sent[a] {
+				t.Errorf("%s: %s sent %d, want %d", c.name, a, sent[a], c.sent[a])
+			}
+		}
+	}
+}
+
+// TestGuestCMRetried: which guest CM counters a clean run may move.
+func TestGuestCMRetried(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    map[string]int64
+		fail bool
+	}{
+		{"nothing", map[string]int64{"cm_tx_msgs/req": 1}, false},
+		{"crossed DREQ answered directly", map[string]int64{"cm_rx_duplicates/dreq": 1, "cm_tx_retries/drep": 1}, false},
+		{"crossed DREQ in DREQ_RCVD, no answer", map[string]int64{"cm_rx_duplicates/dreq": 1}, false},
+		{"REQ retried on a timeout", map[string]int64{"cm_tx_retries/req": 1}, true},
+		{"DREQ retried on a timeout", map[string]int64{"cm_tx_retries/dreq": 1}, true},
+		{"direct DREP with no duplicate DREQ", map[string]int64{"cm_tx_retries/drep": 1}, true},
+		{"duplicate REQ answered with an MRA", map[string]int64{"cm_rx_duplicates/req": 1, "cm_tx_retries/mra": 1}, true},
+		{"duplicate REP answered with an RTU", map[string]int64{"cm_rx_duplicates/rep": 1, "cm_tx_retries/rtu": 1}, true},
+	} {
+		if errs, _ := guestCMRetries(c.d, "here"); (len(errs) != 0) != c.fail {
+			t.Errorf("%s: %q, want a fault: %v", c.name, errs, c.fail)
+		}
+	}
+}
