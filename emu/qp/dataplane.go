@@ -56,7 +56,11 @@ type Tunables struct {
 	InfiniteRetry7 bool
 	// MinRNRTimer is the RNR NAK timer code the responder sends; GEN_2 has no
 	// MINRNR field (docs/hw-controlpath.md "QP host context"). Default 12
-	// (640 µs, ibv_rc_pingpong's min_rnr_timer).
+	// (640 µs, ibv_rc_pingpong's min_rnr_timer). As for every other field
+	// the zero value selects the default, although IBTA's code 0 is a
+	// timer too (the longest, 655.36 ms: Vol 1 §9.7.5.2.8, Table 45): a
+	// zero-valued Tunables — the daemon's — once made every RNR NAK ask
+	// its requester to wait 655 ms. RNRTimerLongest selects code 0.
 	MinRNRTimer wire.RNRTimer
 	// AckDelay delays the ACK of an AckReq packet that does not end a
 	// message so that later ones coalesce into it; message ends are
@@ -70,6 +74,11 @@ type Tunables struct {
 	// of two). Default 512.
 	InboxSize int
 }
+
+// RNRTimerLongest is the Tunables.MinRNRTimer that selects the RNR timer
+// code 0 (655.36 ms): its five code bits are 0, and wire.RNRNAKSyndrome
+// keeps only those.
+const RNRTimerLongest wire.RNRTimer = 32
 
 // DefaultTunables are the defaults docs/dataplane.md documents.
 func DefaultTunables() Tunables {
@@ -107,7 +116,7 @@ func (t *Tunables) fill() {
 	if t.MaxOutstandingWQEs <= 0 {
 		t.MaxOutstandingWQEs = d.MaxOutstandingWQEs
 	}
-	if t.MinRNRTimer > 31 {
+	if t.MinRNRTimer == 0 || t.MinRNRTimer > RNRTimerLongest {
 		t.MinRNRTimer = d.MinRNRTimer
 	}
 	if t.TxBurst <= 0 {

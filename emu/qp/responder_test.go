@@ -144,20 +144,36 @@ func TestResponderDuplicates(t *testing.T) {
 
 // TestResponderRNR: no receive WQE: an RNR NAK with the configured timer
 // code for the packet's PSN, nothing consumed; posted later, the retried
-// SEND succeeds.
+// SEND succeeds. A zero-valued Tunables (the daemon's) sends the
+// documented default, 12 (640 µs), not IBTA's code 0 (655.36 ms), which
+// only RNRTimerLongest asks for.
 func TestResponderRNR(t *testing.T) {
-	r := newRig(t, qp.Tunables{MinRNRTimer: 14}, nil)
-	r.inject(send(wire.RCSendFirst, peerPSN, false), make([]byte, 1024))
-	r.inject(send(wire.RCSendLast, peerPSN.Add(1), true), []byte{1})
-	r.run()
-	r.expect("RNR NAK", pkt{wire.RCAcknowledge, peerPSN, false, wire.RNRNAKSyndrome(14), 0})
-	r.noCQE("RNR")
-	r.postRQ(uint64(r.mr), 4096)
-	r.inject(send(wire.RCSendFirst, peerPSN, false), make([]byte, 1024))
-	r.inject(send(wire.RCSendLast, peerPSN.Add(1), true), []byte{1})
-	r.run()
-	r.expect("ACK", pkt{wire.RCAcknowledge, peerPSN.Add(1), false, ackSyn, 0})
-	r.wantCQE("SEND", func(c cq.CQE) bool { return !c.Error && c.PayloadLen == 1025 })
+	for _, tc := range []struct {
+		name string
+		tun  wire.RNRTimer
+		want byte // the syndrome's timer code (IBTA Vol 1 Table 45)
+	}{
+		{"configured 14", 14, 14},
+		{"zero value: default 12", 0, 12},
+		{"RNRTimerLongest: code 0", qp.RNRTimerLongest, 0},
+		{"out of range: default 12", 40, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, qp.Tunables{MinRNRTimer: tc.tun}, nil)
+			r.inject(send(wire.RCSendFirst, peerPSN, false), make([]byte, 1024))
+			r.inject(send(wire.RCSendLast, peerPSN.Add(1), true), []byte{1})
+			r.run()
+			// 0x20 | code: the RNR NAK type (bits 6:5 = 01) and the timer.
+			r.expect("RNR NAK", pkt{wire.RCAcknowledge, peerPSN, false, wire.Syndrome(0x20 | tc.want), 0})
+			r.noCQE("RNR")
+			r.postRQ(uint64(r.mr), 4096)
+			r.inject(send(wire.RCSendFirst, peerPSN, false), make([]byte, 1024))
+			r.inject(send(wire.RCSendLast, peerPSN.Add(1), true), []byte{1})
+			r.run()
+			r.expect("ACK", pkt{wire.RCAcknowledge, peerPSN.Add(1), false, ackSyn, 0})
+			r.wantCQE("SEND", func(c cq.CQE) bool { return !c.Error && c.PayloadLen == 1025 })
+		})
+	}
 }
 
 // TestResponderWrites: a zero-length WRITE needs no valid R_Key; a bad
