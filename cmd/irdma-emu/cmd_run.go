@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/sys/unix"
 
 	"github.com/irdma-emu/irdma-emu/attach"
 	"github.com/irdma-emu/irdma-emu/emu/link"
@@ -119,6 +120,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Engine.Scan.Poll, "poll-window", 0, "how long an idle worker keeps polling doorbells after its last work before it parks and programs must notify (default 0: park once a few yields found nothing; negative: not even those; docs/dataplane.md)")
 	pprofAddr := fs.String("pprof", "", "serve Go's net/http/pprof on `ADDR` (host:port, port 0 picks one; printed at start) while the daemon runs (docs/daemon.md \"Profiling\")")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`, for go tool pprof (docs/daemon.md \"Profiling\")")
+	nice := fs.Int("nice", defaultNice, "nice value of the daemon's threads, below the spinning programs' so its bursts get a CPU first; below the current value needs CAP_SYS_NICE, and without it the default keeps the current value (docs/daemon.md \"Scheduling\")")
+	slice := fs.Duration("slice", defaultSlice, "scheduler slice the daemon's threads ask for (Linux 6.12 on: a shorter slice is picked sooner after a wake-up); 0 keeps the kernel's default (docs/daemon.md \"Scheduling\")")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, runUsage)
 		fs.PrintDefaults()
@@ -168,6 +171,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "irdma-emu run: --workers %d out of range 0..256\n", cfg.Engine.Workers)
 		return exitUsage
 	}
+	if err := checkSched(*nice, *slice); err != nil {
+		fmt.Fprintf(stderr, "irdma-emu run: %v\n", err)
+		return exitUsage
+	}
+	niceSet := false
+	fs.Visit(func(f *flag.Flag) { niceSet = niceSet || f.Name == "nice" })
 	if err := checkPprofAddr(*pprofAddr); err != nil {
 		fmt.Fprintf(stderr, "irdma-emu run: %v\n", err)
 		return exitUsage
@@ -179,6 +188,24 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	defer func() { _ = log.Sync() }()
 	cfg.Addr, cfg.Mode, cfg.Faults, cfg.Logger = addr.a, mode, faults, log
+
+	// Before the device's goroutines start: the threads made for them
+	// inherit the attributes.
+	if err := applySched(*nice, *slice); err != nil {
+		if !errors.Is(err, unix.EPERM) || niceSet {
+			fmt.Fprintf(stderr, "irdma-emu run: --nice %d --slice %v: %v\n", *nice, *slice, err)
+			return exitFail
+		}
+		// The default nice needs CAP_SYS_NICE: keep the current one.
+		cur := currentNice()
+		log.Info("scheduling: nice below the current value not permitted (no CAP_SYS_NICE); keeping it", zap.Int("nice", cur))
+		*nice = cur
+		if err := applySched(cur, *slice); err != nil {
+			fmt.Fprintf(stderr, "irdma-emu run: --slice %v: %v\n", *slice, err)
+			return exitFail
+		}
+	}
+	log.Debug("scheduling", zap.Int("nice", *nice), zap.Duration("slice", *slice))
 
 	// Catch the signals before the device exists, so that one arriving
 	// during start-up still shuts down in order.
