@@ -38,7 +38,7 @@ const (
 	defaultSlice = 100 * time.Microsecond
 )
 
-// schedSlice bounds, as the kernel clamps sched_runtime.
+// The bounds of --slice: the range the kernel clamps sched_runtime to.
 const (
 	minSlice = 100 * time.Microsecond
 	maxSlice = 100 * time.Millisecond
