@@ -233,7 +233,16 @@ func (e *Env) Post(w [8]uint64) uint32 {
 			binary.LittleEndian.PutUint64(b[8*i:], q)
 		}
 	}
-	if err := e.Mem.Write(slot, b[:]); err != nil {
+	// The header qword is stored once, last: writing the 64 bytes whole
+	// would put a zero header in the slot first, and on every odd lap a
+	// zero valid bit is the device's current polarity, so the device could
+	// take that half-written slot for a CREATE_QP (0x00) WQE. A driver
+	// never stores the header before the rest (ctrl.c builds every WQE
+	// with the header's set_64bit_val after dma_wmb).
+	if err := e.Mem.Write(slot, b[:24]); err != nil {
+		e.TB.Fatalf("devtest: %v", err)
+	}
+	if err := e.Mem.Write(slot+32, b[32:]); err != nil {
 		e.TB.Fatalf("devtest: %v", err)
 	}
 	if err := e.Mem.Store64(slot+24, w[3]&^(1<<63)|e.pol); err != nil {
