@@ -189,6 +189,7 @@ func New(dev *device.Device, cfg Config) (*Engine, error) {
 	e.dp.Init()
 	e.srcRing = e.ringFromSource
 	e.port = &port{e: e}
+	e.port.rx.meter = e.dp.Meter.Local()
 	e.SetGIDs(cfg.GIDs)
 	pool := link.NewPool(link.DefaultPoolSize)
 	for i := 0; i < cfg.Workers; i++ {

@@ -75,6 +75,7 @@ func (e *Engine) runNow(en *entry) bool {
 	more := tr.Run(&r.ctx)
 	tr.Unclaim()
 	r.flush()
+	r.ctx.Meter.Publish()
 	e.sched.inline.Add(1)
 	if !tr.Dead() && (more || tr.Pending() || !en.active.Load()) {
 		en.Wake()

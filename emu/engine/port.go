@@ -40,7 +40,8 @@ var _ link.Receiver = (*port)(nil)
 // multicast group.
 type rxScratch struct {
 	members []uint32
-	pend    pending // the link's goroutine: QPs to run after the batch (inline.go)
+	pend    pending       // the link's goroutine: QPs to run after the batch (inline.go)
+	meter   *timing.Meter // the goroutine's shard of the device's meter (nil: the meter)
 }
 
 // Receive implements link.Receiver: each frame passes the gate and goes to
@@ -57,6 +58,7 @@ func (p *port) Receive(pkts []*link.Packet) {
 	for _, pk := range pkts {
 		p.receive(&p.rx, pk)
 	}
+	p.rx.meter.Publish()
 	// Run to completion (inline.go): each QP that got packets runs here,
 	// once, if its worker is parked.
 	p.e.runPending(&p.rx.pend)
@@ -95,7 +97,11 @@ func (p *port) receive(s *rxScratch, pk *link.Packet) {
 		return
 	}
 	n := len(f.Packet.Raw)
-	e.dp.Meter.Charge(timing.Receive, n)
+	if m := s.meter; m != nil {
+		m.Charge(timing.Receive, n)
+	} else {
+		e.dp.Meter.Charge(timing.Receive, n)
+	}
 	p.countIP(f, pk)
 	switch pk.ICRC {
 	case link.ICRCUnchecked:

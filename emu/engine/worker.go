@@ -49,6 +49,8 @@ func newWorker(e *Engine, id int, pool *link.Pool) *worker {
 	w.ctx.Port = &w.port
 	w.ctx.Send = w.send
 	w.ctx.SealAtWire = true // flush seals what leaves the device
+	w.ctx.Meter = e.dp.Meter.Local()
+	w.rx.meter = w.ctx.Meter
 	return w
 }
 
@@ -157,6 +159,7 @@ func (w *worker) runEntry(en *entry) bool {
 	did := tr.Works() != before
 	tr.Unclaim()
 	w.flush()
+	w.ctx.Meter.Publish()
 	if tr.Dead() {
 		return did
 	}
@@ -303,4 +306,5 @@ func (w *worker) close() {
 		w.timer.Stop()
 	}
 	w.flush()
+	w.ctx.Meter.Publish()
 }

@@ -22,6 +22,9 @@ func (t *Transport) complete(ctx *Ctx, c *cq.CQ, e *cq.CQE) {
 	if !t.settleWrites(ctx) && !e.Error {
 		return // the QP failed placing data this CQE would vouch for
 	}
+	// The context's meter shard publishes first: whoever sees the CQE sees
+	// the cycles of the work it completes (timing.Meter.Local).
+	t.meter(ctx).Publish()
 	if err := c.Post(e); err != nil {
 		return
 	}

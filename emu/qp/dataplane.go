@@ -173,7 +173,17 @@ func (dp *DataPlane) Init() {
 	}
 }
 
-func (dp *DataPlane) charge(s timing.Stage, n int) { dp.Meter.Charge(s, n) }
+// meter is the meter a transport run in ctx charges: the context's shard
+// of the device's meter, or the device's meter itself.
+func (t *Transport) meter(ctx *Ctx) *timing.Meter {
+	if ctx.Meter != nil {
+		return ctx.Meter
+	}
+	return t.dp.Meter
+}
+
+// charge prices one operation of stage s on n bytes (emu/timing).
+func (t *Transport) charge(ctx *Ctx, s timing.Stage, n int) { t.meter(ctx).Charge(s, n) }
 
 // Ctx is the per-worker context a Transport runs in: the port's transmit
 // side and scratch space, so that the packet path allocates nothing. The
@@ -197,6 +207,10 @@ type Ctx struct {
 	// delivers to itself (emu/engine, docs/dataplane.md "Loopback"); false
 	// seals every frame as it is built.
 	SealAtWire bool
+	// Meter is this context's shard of the device's meter
+	// (timing.Meter.Local), so that workers on different cores do not
+	// share its counters; nil charges DataPlane.Meter.
+	Meter *timing.Meter
 
 	now   time.Duration
 	run   uint64          // counts Transport.Runs in this context (readAhead)

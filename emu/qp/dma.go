@@ -40,7 +40,7 @@ func (t *Transport) readPayload(ctx *Ctx, w *SQWQE, off uint64, dst []byte) uint
 		copy(dst, src[off:])
 		return 0
 	}
-	t.dp.charge(timing.PayloadDMARead, len(dst))
+	t.charge(ctx, timing.PayloadDMARead, len(dst))
 	ra := ctx.ra
 	if ra != nil && ra.holds(ctx.run, t.req.curSeq, off, len(dst)) {
 		copy(dst, ra.buf[off-ra.off:])
@@ -113,7 +113,7 @@ func (t *Transport) writePayload(ctx *Ctx, frags []Fragment, off uint64, src []b
 	if !t.settleWrites(ctx) { // stores keep their order
 		return AELCEQPCatastrophic
 	}
-	t.dp.charge(timing.PayloadDMAWrite, len(src))
+	t.charge(ctx, timing.PayloadDMAWrite, len(src))
 	if ae, left := copySGEs(t, ctx, frags, off, src, true, last); ae != 0 || left == 0 {
 		return ae
 	}
@@ -123,8 +123,8 @@ func (t *Transport) writePayload(ctx *Ctx, frags []Fragment, off uint64, src []b
 // readSpans is the payload read of a READ response: dst from the host
 // memory spans an R_Key translated to (ctx.spans), in order. It reports a
 // failed access.
-func (t *Transport) readSpans(spans []mr.Span, dst []byte) bool {
-	t.dp.charge(timing.PayloadDMARead, len(dst))
+func (t *Transport) readSpans(ctx *Ctx, spans []mr.Span, dst []byte) bool {
+	t.charge(ctx, timing.PayloadDMARead, len(dst))
 	for _, s := range spans {
 		if t.dp.Mem.Read(s.IOVA, dst[:s.Len]) != nil {
 			return false
@@ -139,7 +139,7 @@ func (t *Transport) readSpans(spans []mr.Span, dst []byte) bool {
 // in order; last as for writePayload. Bytes bound for a program's memory
 // go through the worker's write behind. It reports a failed access.
 func (t *Transport) writeSpans(ctx *Ctx, spans []mr.Span, src []byte, last bool, psn wire.PSN) bool {
-	t.dp.charge(timing.PayloadDMAWrite, len(src))
+	t.charge(ctx, timing.PayloadDMAWrite, len(src))
 	for _, s := range spans {
 		if !t.writeBehind(ctx, s.IOVA, src[:s.Len], last && int(s.Len) == len(src), psn) {
 			return false

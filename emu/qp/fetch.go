@@ -46,7 +46,7 @@ func (r *requester) fetchWQE(t *Transport, ctx *Ctx) bool {
 	// refused below, and the quanta it covers are its own), never past
 	// the ring's end.
 	quanta = min(quanta, int(r.sq.Mem.Size-idx))
-	t.dp.charge(timing.WQEFetch, min(quanta, int(nq))*QuantumSize)
+	t.charge(ctx, timing.WQEFetch, min(quanta, int(nq))*QuantumSize)
 	r.seq++
 	e := r.at(r.n)
 	*e = sqEntry{seq: r.seq, idx: idx, pol: pol, quanta: uint8(quanta), op: Header(h).Opcode()}
@@ -115,6 +115,6 @@ func (r *requester) refetchWQE(t *Transport, ctx *Ctx, e *sqEntry, w *SQWQE) boo
 		t.sqFatal(ctx, e, AELCEQPCatastrophic)
 		return false
 	}
-	t.dp.charge(timing.WQEFetch, len(b))
+	t.charge(ctx, timing.WQEFetch, len(b))
 	return true
 }

@@ -113,8 +113,8 @@ func (t *Transport) transmit(ctx *Ctx, p *link.Packet) {
 		f.Seal()
 	}
 	n := len(f.Packet.Raw)
-	t.dp.charge(timing.PacketBuild, n)
-	t.dp.charge(timing.Serialise, n)
+	t.charge(ctx, timing.PacketBuild, n)
+	t.charge(ctx, timing.Serialise, n)
 	t.count(ctx, CntTxPackets, 1)
 	t.count(ctx, CntTxBytes, uint64(n))
 	ipLen := uint64(len(p.Data) - wire.EthernetSize)

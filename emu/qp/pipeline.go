@@ -151,6 +151,6 @@ func (t *Transport) onEvents(ctx *Ctx, ev uint32) {
 		t.stall.fired(clk, ctx.now)
 	}
 	if ev&evDoorbell != 0 {
-		t.dp.charge(timing.Doorbell, 0)
+		t.charge(ctx, timing.Doorbell, 0)
 	}
 }

@@ -266,7 +266,7 @@ func (r *responder) nakFatal(t *Transport, ctx *Ctx, code wire.NAKCode, psn wire
 // reports false when the request was answered otherwise: an RNR NAK (no
 // WQE posted, IBTA §9.7.5.2.8) or a fatal error (a malformed WQE).
 func (r *responder) takeWQE(t *Transport, ctx *Ctx, psn wire.PSN) bool {
-	ok, err := t.recv.Peek(t.dp.Mem, t.dp.Meter, t.dp.limits, &r.wqe)
+	ok, err := t.recv.Peek(t.dp.Mem, t.meter(ctx), t.dp.limits, &r.wqe)
 	if err != nil {
 		// A bus fault reading the ring; a QP whose SRQ was destroyed
 		// raises the SRQ's catastrophic error instead (user.h
@@ -504,7 +504,7 @@ func (r *responder) onAtomic(t *Transport, ctx *Ctx, p *wire.Packet) {
 		r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceInRR, false)
 		return
 	}
-	t.dp.charge(timing.PayloadDMAWrite, 8)
+	t.charge(ctx, timing.PayloadDMAWrite, 8)
 	r.save(resource{kind: kindAtomic, first: psn, last: psn, orig: orig})
 	r.push(respItem{kind: itemAtomic, psn: psn, orig: orig})
 	r.msn = (r.msn + 1) & wire.MSNMask

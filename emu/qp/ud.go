@@ -95,7 +95,7 @@ func (r *responder) handleUD(t *Transport, ctx *Ctx, f *wire.Frame) {
 		t.drop(ctx, DropTransport)
 		return
 	}
-	ok, err := t.recv.Peek(t.dp.Mem, t.dp.Meter, t.dp.limits, &r.wqe)
+	ok, err := t.recv.Peek(t.dp.Mem, t.meter(ctx), t.dp.limits, &r.wqe)
 	if err != nil {
 		ae := AELCEQPCatastrophic
 		if errors.Is(err, ErrSRQDestroyed) {

@@ -1,13 +1,27 @@
 package timing
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Meter accumulates, per device, the cycles and operation counts each stage
 // charges. Charge is lock-free and allocation-free, safe from any number of
 // workers at once.
+//
+// A goroutine that charges for every packet takes a shard of its own with
+// Local. A shard adds in plain memory and Publish moves its sums into the
+// counters the readers see: three atomic adds per charge, five charges a
+// packet, were an eighth of the one-daemon ib_write_bw CPU profile
+// (docs/performance.md "The meter's shards"). The readers sum the shards.
 type Meter struct {
 	model  Model
 	stages [NumStages]stageCounters
+
+	root    *Meter                   // the meter a shard belongs to (nil: m is a root)
+	pending *[NumStages]StageStats   // a shard's charges not yet published
+	mu      sync.Mutex               // serialises Local on a root
+	shards  atomic.Pointer[[]*Meter] // a root's shards, copied on write
 }
 
 // stageCounters is padded to its own cache line: workers charging
@@ -40,6 +54,48 @@ func NewMeter(m Model) *Meter {
 	return &Meter{model: m}
 }
 
+// Local returns a new shard of m for one goroutine at a time: its charges
+// count in m's Stage, Snapshot and Total once the shard's owner calls
+// Publish, and Reset zeroes what it has published. A shard of a shard
+// belongs to the same root. Shards live as long as their root: make one
+// per long-lived goroutine, not per operation.
+func (m *Meter) Local() *Meter {
+	r := m
+	if m.root != nil {
+		r = m.root
+	}
+	l := &Meter{model: r.model, root: r, pending: new([NumStages]StageStats)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var next []*Meter
+	if old := r.shards.Load(); old != nil {
+		next = append(next, *old...)
+	}
+	next = append(next, l)
+	r.shards.Store(&next)
+	return l
+}
+
+// own returns the counters charged on m itself, without its shards.
+func (m *Meter) own(s Stage) StageStats {
+	st := &m.stages[s]
+	return StageStats{Count: st.count.Load(), Bytes: st.bytes.Load(), Cycles: Cycles(st.cycles.Load())}
+}
+
+// each calls f for the root of m and for every shard of it.
+func (m *Meter) each(f func(*Meter)) {
+	r := m
+	if m.root != nil {
+		r = m.root
+	}
+	f(r)
+	if sh := r.shards.Load(); sh != nil {
+		for _, l := range *sh {
+			f(l)
+		}
+	}
+}
+
 // Model returns the meter's model.
 func (m *Meter) Model() Model { return m.model }
 
@@ -50,6 +106,13 @@ func (m *Meter) Charge(s Stage, bytes int) Cycles {
 		return 0
 	}
 	c := m.model.Cost(s, bytes)
+	if p := m.pending; p != nil {
+		ps := &p[s]
+		ps.Count++
+		ps.Bytes += uint64(max(bytes, 0))
+		ps.Cycles += c
+		return c
+	}
 	st := &m.stages[s]
 	st.count.Add(1)
 	st.bytes.Add(uint64(max(bytes, 0)))
@@ -57,13 +120,40 @@ func (m *Meter) Charge(s Stage, bytes int) Cycles {
 	return c
 }
 
+// Publish moves a shard's charges into the counters Stage and Snapshot
+// read; the shard's owner calls it when a run of work ends. On a root it
+// does nothing.
+func (m *Meter) Publish() {
+	p := m.pending
+	if p == nil {
+		return
+	}
+	for i := range p {
+		ps := &p[i]
+		if ps.Count == 0 {
+			continue
+		}
+		st := &m.stages[i]
+		st.count.Add(ps.Count)
+		st.bytes.Add(ps.Bytes)
+		st.cycles.Add(uint64(ps.Cycles))
+		*ps = StageStats{}
+	}
+}
+
 // Stage returns the counters of one stage (zero for an unknown stage).
 func (m *Meter) Stage(s Stage) StageStats {
 	if s >= NumStages {
 		return StageStats{}
 	}
-	st := &m.stages[s]
-	return StageStats{Count: st.count.Load(), Bytes: st.bytes.Load(), Cycles: Cycles(st.cycles.Load())}
+	var t StageStats
+	m.each(func(l *Meter) {
+		o := l.own(s)
+		t.Count += o.Count
+		t.Bytes += o.Bytes
+		t.Cycles += o.Cycles
+	})
+	return t
 }
 
 // Snapshot copies every stage's counters. Stages are read one after the
@@ -81,12 +171,14 @@ func (m *Meter) Snapshot() Snapshot {
 // Total returns the cycles charged over all stages.
 func (m *Meter) Total() Cycles { return m.Snapshot().Total }
 
-// Reset zeroes the counters.
+// Reset zeroes the counters, the shards' too.
 func (m *Meter) Reset() {
-	for i := range m.stages {
-		st := &m.stages[i]
-		st.count.Store(0)
-		st.bytes.Store(0)
-		st.cycles.Store(0)
-	}
+	m.each(func(l *Meter) {
+		for i := range l.stages {
+			st := &l.stages[i]
+			st.count.Store(0)
+			st.bytes.Store(0)
+			st.cycles.Store(0)
+		}
+	})
 }
