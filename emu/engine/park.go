@@ -20,6 +20,8 @@ type schedCounters struct {
 	found     atomic.Uint64 // doorbells found by the poll right after Park
 	inline    atomic.Uint64 // QP runs outside the workers (inline.go)
 	skipped   atomic.Uint64 // notifications for a QP with nothing posted (Notify)
+	// pollSkipped: QPs a doorbell source named with nothing posted
+	pollSkipped atomic.Uint64
 }
 
 // SchedStats are the workers' scheduling counters.
@@ -45,6 +47,9 @@ type SchedStats struct {
 	// NotifySkipped counts the QPs a post notification did not ring:
 	// nothing new at the SQ head (Engine.Notify).
 	NotifySkipped uint64
+	// PollSkipped counts the QPs a doorbell source's poll named and the
+	// engine did not ring: nothing new at the SQ head (ringFromSource).
+	PollSkipped uint64
 	// Pollers is the number of workers not parked now; Parked whether the
 	// notifying sources were last told Park.
 	Pollers int
@@ -55,7 +60,7 @@ func (e *Engine) schedStats() SchedStats {
 	c := &e.sched
 	s := SchedStats{Wakeups: c.wakeups.Load(), TimerArms: c.timerArms.Load(), Parks: c.parks.Load(),
 		Unparks: c.unparks.Load(), ParkFound: c.found.Load(), Inline: c.inline.Load(), NotifySkipped: c.skipped.Load(),
-		Pollers: int(e.pollers.Load())}
+		PollSkipped: c.pollSkipped.Load(), Pollers: int(e.pollers.Load())}
 	e.parkMu.Lock()
 	s.Parked = e.parked
 	e.parkMu.Unlock()
@@ -85,10 +90,24 @@ func (e *Engine) pollSources(wait bool) bool {
 }
 
 // ringFromSource is what the sources' Poll calls (e.srcRing, made once:
-// a closure per poll would allocate on every idle iteration).
+// a closure per poll would allocate on every idle iteration). A source
+// names every QP a doorbell may stand for — a context's doorbell word
+// holds only its last ringer, so uverbs names all the context's QPs — and
+// only those with a WQE at their SQ fetch index are rung
+// (qp.Transport.Posted, one valid-bit load): ringing all of them ran every
+// QP of a 1000-QP program for each post (docs/performance.md "The first
+// WQE after a quiet, with many QPs").
 func (e *Engine) ringFromSource(qpid uint32) {
+	tr := e.rung(qpid)
+	if tr == nil {
+		return
+	}
+	if !tr.Posted() {
+		e.sched.pollSkipped.Add(1)
+		return
+	}
 	e.srcRang = true // under srcPoll
-	e.Doorbell(qpid)
+	tr.Doorbell()
 }
 
 // syncSources makes what the notifying sources were told match pollers:

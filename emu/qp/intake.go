@@ -82,6 +82,31 @@ func (r *requester) validAtFetch(mem *hostmem.Memory) bool {
 	return err == nil && Header(h).ValidBit() == r.fetch.Pol
 }
 
+// The published fetch position (Transport.peek): the IOVA of the header
+// qword of the SQ WQE the requester fetches next (8-byte aligned, so the
+// low bits are free) with the valid bit it expects and peekFetch set; or
+// peekNothing when no post could give the requester work until a packet,
+// a timer or a control change runs it anyway; or peekUnknown.
+const (
+	peekUnknown uint64 = 0
+	peekPol     uint64 = 1 << 0
+	peekFetch   uint64 = 1 << 1
+	peekNothing uint64 = 1 << 2
+	peekLowBits uint64 = 7
+)
+
+// publishPeek records, at the end of a Run (under the claim), what
+// Posted reads without it — the conditions sqPosted tests.
+func (t *Transport) publishPeek() {
+	r := &t.req
+	v := peekNothing
+	if r.started && r.sq.Mem.Size != 0 && r.send >= r.n && (r.ents == nil || r.n < len(r.ents)) {
+		v = uint64(r.sq.Mem.Addr(r.fetch.Cons, headerOffset)) | peekFetch | uint64(r.fetch.Pol)&peekPol
+	}
+	t.peekGen.Store(t.gen)
+	t.peek.Store(v)
+}
+
 // endIntake ends a TakeUpPosted wait at the end of a Run.
 func (t *Transport) endIntake() {
 	if p := t.intake.Load(); p != nil && t.intake.CompareAndSwap(p, nil) {

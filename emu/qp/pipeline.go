@@ -44,6 +44,7 @@ func (t *Transport) Run(ctx *Ctx) (more bool) {
 			t.lastWork.Store(int64(ctx.now))
 			t.works.Add(1)
 		}
+		t.publishPeek()
 		t.endIntake()
 	}()
 	if t.dead.Load() || t.dp.QPs != nil && t.dp.QPs.Get(t.q.ID) != t.q {

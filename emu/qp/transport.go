@@ -60,6 +60,11 @@ type Transport struct {
 	// intake is the channel a TakeUpPosted waits on; the next Run's end
 	// closes it (intake.go).
 	intake atomic.Pointer[chan struct{}]
+	// peek and peekGen are what Posted reads without the claim: where the
+	// requester fetches next, as the last Run left it (intake.go
+	// publishPeek), and the QP generation that Run saw.
+	peek    atomic.Uint64
+	peekGen atomic.Uint64
 
 	// worker-owned
 	gen       uint64
@@ -163,21 +168,29 @@ func (t *Transport) Pending() bool {
 	return in != nil && in.Len() > 0
 }
 
-// Posted reports whether a post notification should ring the QP: a WQE at
-// the SQ fetch index (one load of its valid bit), a context the data plane
-// has not taken up yet (a CREATE_QP or MODIFY_QP no Run has seen), or a
-// QP another goroutine runs now (it may be past its fetch). A QP whose SQ
-// has nothing new needs no ring — nor one whose requester has not started
-// (not yet in RTS), nor its RQ, which is read on demand.
+// Posted reports whether a post notification or a doorbell poll should
+// ring the QP: a WQE at the SQ fetch index the last Run published (one
+// load of its valid bit), or a QP whose state the data plane has not
+// taken up yet (no Run since its creation, a control change or a MODIFY_QP).
+// A QP whose SQ has nothing new needs no ring — nor one whose requester
+// has not started (not yet in RTS) or waits for its window, nor its RQ,
+// which is read on demand. It takes no claim: a worker whose TryClaim met
+// a claim taken for this look would skip the QP's run as if the control
+// plane held it, and nobody would run it again.
 func (t *Transport) Posted() bool {
-	if t.dead.Load() || !t.TryClaim() {
+	if t.dead.Load() {
 		return true
 	}
-	defer t.Unclaim()
-	if t.q.Gen() != t.gen {
+	v := t.peek.Load()
+	if v == peekUnknown || t.q.Gen() != t.peekGen.Load() {
 		return true
 	}
-	return t.req.started && t.req.sqPosted(t.dp.Mem)
+	if v&peekFetch == 0 {
+		return false
+	}
+	h, err := t.dp.Mem.Load64(hostmem.IOVA(v &^ peekLowBits))
+	// A fault is the worker's to find and report (a ring leads it there).
+	return err != nil || Header(h).ValidBit() == uint8(v&peekPol)
 }
 
 // Deliver queues a received packet for the QP (the port's receive path),
@@ -227,6 +240,9 @@ func (t *Transport) BeginControl() {
 	for !t.claim.CompareAndSwap(claimFree, claimControl) {
 		runtime.Gosched()
 	}
+	// The change may move the fetch index: Posted answers "ring" until
+	// the next Run publishes where the requester stands.
+	t.peek.Store(peekUnknown)
 	// A QP already in ERROR has handed its indices over (EnterError, or
 	// the MODIFY_QP that took it there) and does not move them since; a
 	// FLUSH_WQES may have moved them further, which must stand.

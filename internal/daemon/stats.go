@@ -121,8 +121,10 @@ type Sched struct {
 	Inline    uint64 `json:"inline"`     // QP runs by the goroutine that brought the work (worker parked)
 	// NotifySkipped: QPs of a notifying context not rung (nothing new at the SQ head).
 	NotifySkipped uint64 `json:"notify_skipped"`
-	Pollers       int    `json:"pollers"` // workers not parked now
-	Parked        bool   `json:"parked"`
+	// PollSkipped: QPs a doorbell poll named and did not ring (nothing new at the SQ head).
+	PollSkipped uint64 `json:"poll_skipped"`
+	Pollers     int    `json:"pollers"` // workers not parked now
+	Parked      bool   `json:"parked"`
 }
 
 // HWCounter is one hardware counter.
@@ -269,7 +271,7 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 		p.ProcMemCalls = u.ProcMemCalls
 	}
 	sc := es.Sched
-	p.Sched = Sched{Wakeups: sc.Wakeups, TimerArms: sc.TimerArms, Parks: sc.Parks, Unparks: sc.Unparks, Inline: sc.Inline, NotifySkipped: sc.NotifySkipped,
+	p.Sched = Sched{Wakeups: sc.Wakeups, TimerArms: sc.TimerArms, Parks: sc.Parks, Unparks: sc.Unparks, Inline: sc.Inline, NotifySkipped: sc.NotifySkipped, PollSkipped: sc.PollSkipped,
 		ParkFound: sc.ParkFound, Pollers: sc.Pollers, Parked: sc.Parked}
 	p.Link = d.linkStats()
 	p.Loopback = LoopbackStats{Frames: es.Loopback.Frames, Bytes: es.Loopback.Bytes,
