@@ -388,6 +388,21 @@ func (e *Engine) rung(qpid uint32) *qp.Transport {
 	return e.transportFor(q)
 }
 
+// posted returns the transport of QP qpid if it has a WQE at its SQ fetch
+// index (qp.Transport.Posted); nil, counted in skipped, if it has nothing
+// new; nil if no QP has that id.
+func (e *Engine) posted(qpid uint32, skipped *atomic.Uint64) *qp.Transport {
+	tr := e.rung(qpid)
+	if tr == nil {
+		return nil
+	}
+	if !tr.Posted() {
+		skipped.Add(1)
+		return nil
+	}
+	return tr
+}
+
 // Notify is a post notification's ring of QP qpid (a context's eventfd,
 // docs/dataplane.md "Idle and wake-up on post"): the notification names a
 // context, not a QP, so it is rung for every QP of the context, and only
@@ -396,12 +411,8 @@ func (e *Engine) rung(qpid uint32) *qp.Transport {
 // (inline.go). Not for WQEALLOC: a register write runs in its writer's
 // goroutine, which may hold the device's locks.
 func (e *Engine) Notify(qpid uint32) {
-	tr := e.rung(qpid)
+	tr := e.posted(qpid, &e.sched.skipped)
 	if tr == nil {
-		return
-	}
-	if !tr.Posted() {
-		e.sched.skipped.Add(1)
 		return
 	}
 	tr.Ring()

@@ -98,12 +98,8 @@ func (e *Engine) pollSources(wait bool) bool {
 // QP of a 1000-QP program for each post (docs/performance.md "The first
 // WQE after a quiet, with many QPs").
 func (e *Engine) ringFromSource(qpid uint32) {
-	tr := e.rung(qpid)
+	tr := e.posted(qpid, &e.sched.pollSkipped)
 	if tr == nil {
-		return
-	}
-	if !tr.Posted() {
-		e.sched.pollSkipped.Add(1)
 		return
 	}
 	e.srcRang = true // under srcPoll
