@@ -41,7 +41,7 @@ var _ link.Receiver = (*port)(nil)
 type rxScratch struct {
 	members []uint32
 	pend    pending       // the link's goroutine: QPs to run after the batch (inline.go)
-	meter   *timing.Meter // the goroutine's shard of the device's meter (nil: the meter)
+	meter   *timing.Meter // the goroutine's shard of the device's meter
 }
 
 // Receive implements link.Receiver: each frame passes the gate and goes to
@@ -97,11 +97,7 @@ func (p *port) receive(s *rxScratch, pk *link.Packet) {
 		return
 	}
 	n := len(f.Packet.Raw)
-	if m := s.meter; m != nil {
-		m.Charge(timing.Receive, n)
-	} else {
-		e.dp.Meter.Charge(timing.Receive, n)
-	}
+	s.meter.Charge(timing.Receive, n)
 	p.countIP(f, pk)
 	switch pk.ICRC {
 	case link.ICRCUnchecked:

@@ -96,11 +96,12 @@ const (
 )
 
 // publishPeek records, at the end of a Run (under the claim), what
-// Posted reads without it — the conditions sqPosted tests.
+// Posted reads without it: sqPosted's test, split into the part only the
+// worker may read and the valid-bit load anyone may make.
 func (t *Transport) publishPeek() {
 	r := &t.req
 	v := peekNothing
-	if r.started && r.sq.Mem.Size != 0 && r.send >= r.n && (r.ents == nil || r.n < len(r.ents)) {
+	if r.fetchable() && r.sq.Mem.Size != 0 {
 		v = uint64(r.sq.Mem.Addr(r.fetch.Cons, headerOffset)) | peekFetch | uint64(r.fetch.Pol)&peekPol
 	}
 	t.peekGen.Store(t.gen)

@@ -162,12 +162,15 @@ func (r *requester) reset(s WQState) {
 // sqPosted reports a posted WQE at the fetch index that the requester
 // could take (the scanner's valid-bit check).
 func (r *requester) sqPosted(mem *hostmem.Memory) bool {
-	// Entries not yet sent wait for the window, ORD or a fence, which an
-	// ACK (a packet) or a timer opens: the scan has nothing to add then.
-	if !r.started || r.send < r.n || (r.ents != nil && r.n >= len(r.ents)) {
-		return false
-	}
-	return r.validAtFetch(mem)
+	return r.fetchable() && r.validAtFetch(mem)
+}
+
+// fetchable reports whether a WQE posted at the fetch index would be
+// fetched by the next Run. Entries not yet sent wait for the window, ORD
+// or a fence, which an ACK (a packet) or a timer opens: a post has nothing
+// to add then.
+func (r *requester) fetchable() bool {
+	return r.started && r.send >= r.n && (r.ents == nil || r.n < len(r.ents))
 }
 
 // run sends what the window, ORD, fences and the burst allow, fetching

@@ -60,10 +60,7 @@ func NewMeter(m Model) *Meter {
 // belongs to the same root. Shards live as long as their root: make one
 // per long-lived goroutine, not per operation.
 func (m *Meter) Local() *Meter {
-	r := m
-	if m.root != nil {
-		r = m.root
-	}
+	r := m.rootOf()
 	l := &Meter{model: r.model, root: r, pending: new([NumStages]StageStats)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -82,12 +79,17 @@ func (m *Meter) own(s Stage) StageStats {
 	return StageStats{Count: st.count.Load(), Bytes: st.bytes.Load(), Cycles: Cycles(st.cycles.Load())}
 }
 
+// rootOf returns the meter m is a shard of, or m.
+func (m *Meter) rootOf() *Meter {
+	if m.root != nil {
+		return m.root
+	}
+	return m
+}
+
 // each calls f for the root of m and for every shard of it.
 func (m *Meter) each(f func(*Meter)) {
-	r := m
-	if m.root != nil {
-		r = m.root
-	}
+	r := m.rootOf()
 	f(r)
 	if sh := r.shards.Load(); sh != nil {
 		for _, l := range *sh {
