@@ -309,6 +309,13 @@ func (r *emuRig) checkCapture(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^\s*0 packets dropped by kernel`).MatchString(capt.Summary()) {
 		t.Errorf("tcpdump dropped packets: %s", capt.Summary())
 	}
+	// Packets the filter took that tcpdump never wrote: it was stopped
+	// while they still waited in its ring (guest.Capture.Stop).
+	if m := regexp.MustCompile(`(?m)^\s*(\d+) packets captured\s+(\d+) packets received by filter`).FindStringSubmatch(capt.Summary()); m == nil {
+		t.Errorf("tcpdump's summary has no packet counts: %s", capt.Summary())
+	} else if m[1] != m[2] {
+		t.Errorf("tcpdump wrote %s packets of the %s its filter received: stopped before its ring was read", m[1], m[2])
+	}
 	t.Logf("capture of the tap kept at %s (irdma-emu's own capture: %s/irdma-emu.pcap)", capt.File, r.v.Dir())
 
 	out, err := exec.CommandContext(ctx, r.bin, "decode", "--json", capt.File).Output()

@@ -81,10 +81,20 @@ func (n *Netns) StartCapture(ctx context.Context, iface, file string, filter ...
 	}
 }
 
-// Stop waits until the capture file has stopped growing (tcpdump may
-// still be writing what the kernel buffered), then stops tcpdump and
-// waits for it to exit. Its summary ("N packets captured … dropped by
-// kernel") is in Summary.
+// captureQuiet is how long the capture file must stay the same size
+// before Stop ends tcpdump. It must exceed tcpdump's packet buffer
+// timeout (1 s, tcpdump's pcap_set_timeout): libpcap on Linux reads a
+// TPACKET_V3 ring whose kernel hands a partly filled block over only when
+// that timeout retires it (pcap-linux.c), so after the last packet the
+// file can stand still for up to a second while packets wait in the ring.
+// A 450 ms window ended tcpdump with 166 of them counted "received by
+// filter" and never written (TestRxeEmu/capture, CI).
+const captureQuiet = 1500 * time.Millisecond
+
+// Stop waits until the capture file has stopped growing for captureQuiet
+// (tcpdump may still be writing what the kernel buffered), then stops
+// tcpdump and waits for it to exit. Its summary ("N packets captured …
+// dropped by kernel") is in Summary.
 func (c *Capture) Stop() error {
 	c.stopOnce.Do(func() {
 		select {
@@ -92,10 +102,11 @@ func (c *Capture) Stop() error {
 			return
 		default:
 		}
+		const poll = 150 * time.Millisecond
 		last, stable := int64(-1), 0
 		deadline := time.Now().Add(10 * time.Second)
-		for stable < 3 && time.Now().Before(deadline) {
-			time.Sleep(150 * time.Millisecond)
+		for stable < int(captureQuiet/poll) && time.Now().Before(deadline) {
+			time.Sleep(poll)
 			st, err := os.Stat(c.File)
 			if err != nil {
 				continue
