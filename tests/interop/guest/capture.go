@@ -25,10 +25,14 @@ type Capture struct {
 // StartCapture starts tcpdump on iface inside the namespace, writing
 // file, and returns once tcpdump is capturing. -B 32768 gives the kernel
 // a 32 MB buffer: with the default one, the tail of a burst is lost
-// without tcpdump counting a drop. -U writes each packet as it arrives, so
-// Stop can tell when the file has caught up.
+// without tcpdump counting a drop. --immediate-mode has libpcap hand
+// tcpdump each packet as it arrives (on Linux it then uses a TPACKET_V2
+// ring, not TPACKET_V3, whose kernel hands over a partly filled block only
+// when a timeout retires it, pcap-linux.c), and -U writes each packet
+// as tcpdump gets it, so the file is never behind the tap by more than the
+// packet in hand and Stop can tell when it has caught up.
 func (n *Netns) StartCapture(ctx context.Context, iface, file string, filter ...string) (*Capture, error) {
-	args := []string{"-i", iface, "-B", "32768", "-U", "-n", "-s", "0",
+	args := []string{"-i", iface, "-B", "32768", "--immediate-mode", "-U", "-n", "-s", "0",
 		// Stay root: the file's directory may be writable by root only.
 		"-Z", "root", "-w", file}
 	args = append(args, filter...)
@@ -82,13 +86,13 @@ func (n *Netns) StartCapture(ctx context.Context, iface, file string, filter ...
 }
 
 // captureQuiet is how long the capture file must stay the same size
-// before Stop ends tcpdump. It must exceed tcpdump's packet buffer
-// timeout (1 s, tcpdump's pcap_set_timeout): libpcap on Linux reads a
-// TPACKET_V3 ring whose kernel hands a partly filled block over only when
-// that timeout retires it (pcap-linux.c), so after the last packet the
-// file can stand still for up to a second while packets wait in the ring.
-// A 450 ms window ended tcpdump with 166 of them counted "received by
-// filter" and never written (TestRxeEmu/capture, CI).
+// before Stop ends tcpdump: SIGINT ends tcpdump's loop with whatever the
+// ring still holds counted "received by filter" and never written. In
+// TPACKET_V3 mode (before --immediate-mode) a 450 ms window lost 166
+// packets and a 1.5 s one still lost one (TestRxeEmu/capture, CI): the
+// file stood still while packets waited in a block for the 1 s timeout.
+// Now a still file means that nothing arrived; the window stays longer
+// than that timeout in case a libpcap ignores immediate mode.
 const captureQuiet = 1500 * time.Millisecond
 
 // Stop waits until the capture file has stopped growing for captureQuiet
