@@ -38,7 +38,7 @@ func (s *fuzzSession) Mem(req MemRequest, f *os.File) error {
 
 func (s *fuzzSession) Close() { s.closes++ }
 
-func (s *fuzzSession) Notify(NotifyRequest) (NotifyGrant, error) {
+func (s *fuzzSession) Notify(req NotifyRequest) (NotifyGrant, error) {
 	e, err := os.Open(os.DevNull)
 	if err != nil {
 		return NotifyGrant{}, err
@@ -48,7 +48,11 @@ func (s *fuzzSession) Notify(NotifyRequest) (NotifyGrant, error) {
 		e.Close()
 		return NotifyGrant{}, err
 	}
-	return NotifyGrant{EventFD: e, Page: p, CountersOff: 64}, nil
+	g := NotifyGrant{EventFD: e, Page: p, CountersOff: 64}
+	if req.Flags&NotifyQPBits != 0 {
+		g.Flags, g.QPBitsOff, g.QPBits = NotifyQPBits, 128, 8*(NotifyPageSize-128)
+	}
+	return g, nil
 }
 
 type fuzzHandler struct{ sess *fuzzSession }
@@ -73,6 +77,7 @@ func FuzzServerMessage(f *testing.F) {
 	f.Add(AppendMessage(nil, TypeMem, 4, MemRequest{Length: 4096}.Append(nil)), true, uint8(1))
 	f.Add(AppendMessage(nil, TypeNotify, 5, NotifyRequest{}.Append(nil)), true, uint8(0))
 	f.Add(AppendMessage(nil, TypeNotify, 5, []byte{1, 0, 0, 0, 0, 0, 0, 0}), true, uint8(0))
+	f.Add(AppendMessage(nil, TypeNotify, 5, []byte{2, 0, 0, 0, 0, 0, 0, 0}), true, uint8(0))
 	f.Add([]byte{0x49, 0x44, 0x45, 0x41}, true, uint8(3))
 	f.Fuzz(func(t *testing.T, msg []byte, opened bool, nfds uint8) {
 		sess := &fuzzSession{}

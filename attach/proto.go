@@ -107,7 +107,7 @@ const (
 	MemSize         = 24            // u64 addr, length, fd_offset
 	StatusSize      = 4             // s32 status: MEM's reply and every error reply
 	NotifySize      = 8             // u32 flags, reserved
-	NotifyReplySize = 24            // s32 status; u32 flags, polling_off, counters_off; u64 page_offset
+	NotifyReplySize = 32            // s32 status; u32 flags, polling_off, counters_off; u64 page_offset; u32 qp_bits_off, qp_bits
 )
 
 // ErrMalformed is wrapped by every error about a message's form.
@@ -423,8 +423,15 @@ func ParseStatus(p []byte) (int32, error) {
 
 // NotifyRequest is the NOTIFY request.
 type NotifyRequest struct {
-	Flags uint32 // 0
+	Flags uint32 // 0 or NotifyQPBits
 }
+
+// NotifyQPBits, in NOTIFY's flags, asks that notifications name the QP;
+// in the reply's, grants it. With it the page holds a bit per QP id
+// (QPBits bits from QPBitsOff, id modulo QPBits): the client sets the
+// posting QP's bit before it writes the eventfd, and the daemon wakes the
+// QPs whose bits it clears instead of every QP of the context.
+const NotifyQPBits uint32 = 1 << 0
 
 // Append appends the NOTIFY payload.
 func (m NotifyRequest) Append(b []byte) []byte {
@@ -432,14 +439,14 @@ func (m NotifyRequest) Append(b []byte) []byte {
 	return le.AppendUint32(b, 0)
 }
 
-// ParseNotify reads a NOTIFY payload: flags and the reserved word must be
-// 0.
+// ParseNotify reads a NOTIFY payload: flags hold no bit but NotifyQPBits,
+// the reserved word is 0.
 func ParseNotify(p []byte) (NotifyRequest, error) {
 	if len(p) != NotifySize {
 		return NotifyRequest{}, malformed("NOTIFY payload %d bytes, want %d", len(p), NotifySize)
 	}
 	m := NotifyRequest{Flags: le.Uint32(p)}
-	if m.Flags != 0 || le.Uint32(p[4:]) != 0 {
+	if m.Flags&^NotifyQPBits != 0 || le.Uint32(p[4:]) != 0 {
 		return NotifyRequest{}, malformed("NOTIFY flags %#x reserved %#x", m.Flags, le.Uint32(p[4:]))
 	}
 	return m, nil
@@ -450,13 +457,17 @@ func ParseNotify(p []byte) (NotifyRequest, error) {
 // the memfd at PageOffset: the daemon keeps the u32 at PollingOff 1 while
 // it polls the context's doorbells and 0 when a post must be notified;
 // the client counts its notifications and the posts it did not notify in
-// the two u64 at CountersOff.
+// the two u64 at CountersOff. With NotifyQPBits in Flags, the QPBits bits
+// at QPBitsOff (u64 words, bit id%64 of word id/64 for QP id modulo
+// QPBits) name the QPs notified; without it both are 0.
 type NotifyReply struct {
 	Status      int32
-	Flags       uint32 // 0
+	Flags       uint32 // 0 or NotifyQPBits
 	PollingOff  uint32
 	CountersOff uint32
 	PageOffset  uint64
+	QPBitsOff   uint32
+	QPBits      uint32
 }
 
 // NotifyPageSize is the size of the notify page.
@@ -468,20 +479,41 @@ func (m NotifyReply) Append(b []byte) []byte {
 	b = le.AppendUint32(b, m.Flags)
 	b = le.AppendUint32(b, m.PollingOff)
 	b = le.AppendUint32(b, m.CountersOff)
-	return le.AppendUint64(b, m.PageOffset)
+	b = le.AppendUint64(b, m.PageOffset)
+	b = le.AppendUint32(b, m.QPBitsOff)
+	return le.AppendUint32(b, m.QPBits)
 }
 
 // ParseNotifyReply reads a NOTIFY reply payload (full form only) and
-// checks that the words it names lie inside the page, aligned.
+// checks that the words it names lie inside the page, aligned and apart.
 func ParseNotifyReply(p []byte) (NotifyReply, error) {
 	if len(p) != NotifyReplySize {
 		return NotifyReply{}, malformed("NOTIFY reply %d bytes, want %d", len(p), NotifyReplySize)
 	}
 	m := NotifyReply{Status: int32(le.Uint32(p)), Flags: le.Uint32(p[4:]), PollingOff: le.Uint32(p[8:]),
-		CountersOff: le.Uint32(p[12:]), PageOffset: le.Uint64(p[16:])}
-	if m.Status == 0 && (m.PollingOff%4 != 0 || m.PollingOff+4 > NotifyPageSize ||
-		m.CountersOff%8 != 0 || m.CountersOff+16 > NotifyPageSize || m.PageOffset%NotifyPageSize != 0) {
-		return NotifyReply{}, malformed("NOTIFY reply names polling word %d, counters %d, page %#x", m.PollingOff, m.CountersOff, m.PageOffset)
+		CountersOff: le.Uint32(p[12:]), PageOffset: le.Uint64(p[16:]), QPBitsOff: le.Uint32(p[24:]), QPBits: le.Uint32(p[28:])}
+	if m.Status != 0 {
+		return m, nil
+	}
+	if m.Flags&^NotifyQPBits != 0 || m.PollingOff%4 != 0 || m.PollingOff+4 > NotifyPageSize ||
+		m.CountersOff%8 != 0 || m.CountersOff+16 > NotifyPageSize || m.PageOffset%NotifyPageSize != 0 ||
+		overlap(m.PollingOff, 4, m.CountersOff, 16) {
+		return NotifyReply{}, malformed("NOTIFY reply flags %#x, polling word %d, counters %d, page %#x",
+			m.Flags, m.PollingOff, m.CountersOff, m.PageOffset)
+	}
+	if m.Flags&NotifyQPBits == 0 {
+		if m.QPBitsOff != 0 || m.QPBits != 0 {
+			return NotifyReply{}, malformed("NOTIFY reply names QP bits %d+%d without the flag", m.QPBitsOff, m.QPBits)
+		}
+		return m, nil
+	}
+	n := m.QPBits / 8
+	if m.QPBits == 0 || m.QPBits%64 != 0 || m.QPBitsOff%8 != 0 || m.QPBits > 8*NotifyPageSize ||
+		m.QPBitsOff > NotifyPageSize-n || overlap(m.QPBitsOff, n, m.PollingOff, 4) || overlap(m.QPBitsOff, n, m.CountersOff, 16) {
+		return NotifyReply{}, malformed("NOTIFY reply names QP bits %d+%d", m.QPBitsOff, m.QPBits)
 	}
 	return m, nil
 }
+
+// overlap reports whether byte ranges [a, a+an) and [b, b+bn) meet.
+func overlap(a, an, b, bn uint32) bool { return a < b+bn && b < a+an }

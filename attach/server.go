@@ -86,6 +86,11 @@ type NotifyGrant struct {
 	PageOffset  uint64
 	PollingOff  uint32 // the u32 the daemon sets to 1 while it polls
 	CountersOff uint32 // the client's two u64 counters: notified, suppressed
+	// Flags is NotifyQPBits when the request asked it and the session
+	// names QPs: QPBits bits at QPBitsOff (NotifyReply).
+	Flags     uint32
+	QPBitsOff uint32
+	QPBits    uint32
 }
 
 // FD is a descriptor a CMD reply passes, and the byte offset in the
@@ -519,7 +524,8 @@ func (cs *connState) notify(h Header, payload []byte) ([]byte, []*os.File, bool)
 		return AppendMessage(nil, TypeNotify, h.Seq, NotifyReply{Status: -int32(syscall.EOPNOTSUPP)}.Append(nil)), nil, true
 	}
 	g, err := n.Notify(m)
-	rep := NotifyReply{PageOffset: g.PageOffset, PollingOff: g.PollingOff, CountersOff: g.CountersOff}
+	rep := NotifyReply{Flags: g.Flags, PageOffset: g.PageOffset, PollingOff: g.PollingOff, CountersOff: g.CountersOff,
+		QPBitsOff: g.QPBitsOff, QPBits: g.QPBits}
 	if err == nil && (g.EventFD == nil || g.Page == nil) {
 		err = errors.New("attach: Notify returned no file")
 	}
@@ -528,6 +534,9 @@ func (cs *connState) notify(h Header, payload []byte) ([]byte, []*os.File, bool)
 		// reply it would refuse.
 		if _, perr := ParseNotifyReply(rep.Append(nil)); perr != nil {
 			cs.log.Error("attach: bad NOTIFY grant from the session", zap.Error(perr))
+			err = syscall.EIO
+		} else if g.Flags&^m.Flags != 0 {
+			cs.log.Error("attach: NOTIFY grant with flags not asked", zap.Uint32("flags", g.Flags), zap.Uint32("asked", m.Flags))
 			err = syscall.EIO
 		}
 	}

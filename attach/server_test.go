@@ -314,7 +314,7 @@ func TestMalformed(t *testing.T) {
 		{name: "mmap short", hello: true, msg: good(attach.TypeMmap, 1, make([]byte, 23)), wantType: attach.TypeMmap, wantSeq: 1, wantClose: true},
 		{name: "mem no fd", hello: true, msg: good(attach.TypeMem, 1, make([]byte, 24)), wantType: attach.TypeMem, wantSeq: 1, wantClose: true},
 		{name: "mem long", hello: true, msg: good(attach.TypeMem, 1, make([]byte, 25)), nfds: 1, wantType: attach.TypeMem, wantSeq: 1, wantClose: true},
-		{name: "notify flags", hello: true, msg: good(attach.TypeNotify, 1, []byte{1, 0, 0, 0, 0, 0, 0, 0}), wantType: attach.TypeNotify, wantSeq: 1, wantClose: true},
+		{name: "notify flags", hello: true, msg: good(attach.TypeNotify, 1, []byte{2, 0, 0, 0, 0, 0, 0, 0}), wantType: attach.TypeNotify, wantSeq: 1, wantClose: true},
 		{name: "notify short", hello: true, msg: good(attach.TypeNotify, 1, make([]byte, 4)), wantType: attach.TypeNotify, wantSeq: 1, wantClose: true},
 		{name: "notify with fd", hello: true, msg: good(attach.TypeNotify, 1, make([]byte, 8)), nfds: 1, wantType: attach.TypeNotify, wantSeq: 1, wantClose: true},
 		{name: "notify before hello", msg: good(attach.TypeNotify, 2, make([]byte, 8)), wantType: attach.TypeNotify, wantSeq: 2},
@@ -616,22 +616,54 @@ func TestNotifyUnsupported(t *testing.T) {
 	}
 }
 
-// TestNotifyCodec: the NOTIFY reply's checks.
+// TestNotifyCodec: the NOTIFY request's and reply's checks.
 func TestNotifyCodec(t *testing.T) {
-	good := attach.NotifyReply{PollingOff: 0, CountersOff: 64}
-	if m, err := attach.ParseNotifyReply(good.Append(nil)); err != nil || m != good {
-		t.Fatalf("%+v, %v", m, err)
+	bits := attach.NotifyReply{Flags: attach.NotifyQPBits, CountersOff: 64, QPBitsOff: 128, QPBits: 8 * (4096 - 128)}
+	for _, good := range []attach.NotifyReply{
+		{PollingOff: 0, CountersOff: 64},
+		bits,
+		{Flags: attach.NotifyQPBits, PollingOff: 4092, CountersOff: 4072, QPBitsOff: 0, QPBits: 64 * 509},
+		// An error reply names nothing and is not checked.
+		{Status: -95, PollingOff: 3, QPBits: 7},
+	} {
+		if m, err := attach.ParseNotifyReply(good.Append(nil)); err != nil || m != good {
+			t.Errorf("%+v: %+v, %v", good, m, err)
+		}
 	}
-	for _, bad := range []attach.NotifyReply{{PollingOff: 2}, {PollingOff: 4096}, {CountersOff: 4088}, {CountersOff: 4}, {PageOffset: 100}} {
+	with := func(f func(*attach.NotifyReply)) attach.NotifyReply { m := bits; f(&m); return m }
+	for _, bad := range []attach.NotifyReply{
+		{PollingOff: 2}, {PollingOff: 4096}, {CountersOff: 4088}, {CountersOff: 4}, {PageOffset: 100},
+		{PollingOff: 72, CountersOff: 64}, // the polling word inside the counters
+		{Flags: 2, CountersOff: 64},       // a flag nobody defined
+		{CountersOff: 64, QPBitsOff: 128}, // QP bits without the flag
+		{CountersOff: 64, QPBits: 64},     // ditto
+		with(func(m *attach.NotifyReply) { m.QPBits = 0 }),
+		with(func(m *attach.NotifyReply) { m.QPBits = 100 }),           // not whole words
+		with(func(m *attach.NotifyReply) { m.QPBitsOff = 132 }),        // not aligned
+		with(func(m *attach.NotifyReply) { m.QPBits += 64 }),           // past the page
+		with(func(m *attach.NotifyReply) { m.QPBitsOff = 0xffffffc0 }), // far past it
+		with(func(m *attach.NotifyReply) { m.QPBits = 0xffffffc0 }),
+		with(func(m *attach.NotifyReply) { m.QPBitsOff = 64 }), // over the counters
+		with(func(m *attach.NotifyReply) { m.QPBitsOff = 0 }),  // over the polling word
+	} {
 		if _, err := attach.ParseNotifyReply(bad.Append(nil)); !errors.Is(err, attach.ErrMalformed) {
 			t.Errorf("%+v accepted", bad)
 		}
 	}
-	// An error reply names nothing and is not checked.
-	if _, err := attach.ParseNotifyReply(attach.NotifyReply{Status: -95, PollingOff: 3}.Append(nil)); err != nil {
-		t.Error(err)
-	}
-	if _, err := attach.ParseNotify([]byte{0, 0, 0, 0, 1, 0, 0, 0}); err == nil {
-		t.Error("reserved word accepted")
+	for _, c := range []struct {
+		p    []byte
+		want uint32
+		ok   bool
+	}{
+		{[]byte{0, 0, 0, 0, 0, 0, 0, 0}, 0, true},
+		{[]byte{1, 0, 0, 0, 0, 0, 0, 0}, attach.NotifyQPBits, true},
+		{[]byte{2, 0, 0, 0, 0, 0, 0, 0}, 0, false},
+		{[]byte{0, 0, 0, 0, 1, 0, 0, 0}, 0, false}, // the reserved word
+		{[]byte{0, 0, 0, 0}, 0, false},
+	} {
+		m, err := attach.ParseNotify(c.p)
+		if (err == nil) != c.ok || (c.ok && m.Flags != c.want) {
+			t.Errorf("% x: %+v, %v", c.p, m, err)
+		}
 	}
 }

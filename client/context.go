@@ -320,18 +320,20 @@ const EnvNotify = "IRDMA_EMU_NOTIFY"
 
 // notify is the post notification of docs/attach.md "NOTIFY": the daemon
 // keeps polling 1 while its engine polls the doorbell pages and 0 once it
-// parked; a post that finds 0 writes the eventfd.
+// parked; a post that finds 0 sets its QP's bit and writes the eventfd.
 type notify struct {
 	efd        *os.File
 	page       []byte
 	polling    *uint32
 	notified   *uint64
 	suppressed *uint64
+	bitsOff    uint32 // the QP bits (attach.NotifyQPBits)
+	bits       uint32 // their count; 0: the daemon names no QP
 }
 
 // setupNotify asks NOTIFY and maps the notify page.
 func (c *Context) setupNotify() error {
-	rep, efd, pf, err := c.conn.Notify(attach.NotifyRequest{})
+	rep, efd, pf, err := c.conn.Notify(attach.NotifyRequest{Flags: attach.NotifyQPBits})
 	if err != nil {
 		return fmt.Errorf("client: NOTIFY: %w", err)
 	}
@@ -345,6 +347,9 @@ func (c *Context) setupNotify() error {
 		polling:    (*uint32)(unsafe.Pointer(&page[rep.PollingOff])),
 		notified:   (*uint64)(unsafe.Pointer(&page[rep.CountersOff])),
 		suppressed: (*uint64)(unsafe.Pointer(&page[rep.CountersOff+8]))}
+	if rep.Flags&attach.NotifyQPBits != 0 {
+		c.ntf.bitsOff, c.ntf.bits = rep.QPBitsOff, rep.QPBits
+	}
 	return nil
 }
 
@@ -363,6 +368,17 @@ func (c *Context) ringSQ(qpid uint32) {
 	if atomic.LoadUint32(n.polling) != 0 {
 		atomic.AddUint64(n.suppressed, 1)
 		return
+	}
+	if n.bits != 0 {
+		// Name the QP before the eventfd is written. A bit already set is
+		// a notification the daemon has not taken yet; its pass over the
+		// bits, after the write that follows that bit, serves this post.
+		b := qpid % n.bits
+		m := uint64(1) << (b % 64)
+		if atomic.OrUint64((*uint64)(unsafe.Pointer(&n.page[n.bitsOff+8*(b/64)])), m)&m != 0 {
+			atomic.AddUint64(n.notified, 1)
+			return
+		}
 	}
 	var one [8]byte
 	one[0] = 1 // little-endian 1

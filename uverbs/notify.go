@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"errors"
+	"math/bits"
 	"os"
 	"sync/atomic"
 	"unsafe"
@@ -24,8 +25,10 @@ import (
 
 // Notify page layout.
 const (
-	notifyPollingOff  = 0  // u32: 1 while the engine polls, 0 parked (daemon writes)
-	notifyCountersOff = 64 // u64 notified, u64 suppressed (the program writes), a cache line of their own
+	notifyPollingOff  = 0   // u32: 1 while the engine polls, 0 parked (daemon writes)
+	notifyCountersOff = 64  // u64 notified, u64 suppressed (the program writes), a cache line of their own
+	notifyQPBitsOff   = 128 // u64 words to the page's end: a bit per QP id, modulo notifyQPBits (both write)
+	notifyQPBits      = 8 * (attach.NotifyPageSize - notifyQPBitsOff)
 )
 
 // notifier is one context's notification channel.
@@ -37,6 +40,9 @@ type notifier struct {
 	// dead is set when the reader stopped on its own (an error no retry
 	// fixes): the context is polled with backoff from then on (Park).
 	dead atomic.Bool
+	// named is set while the client names the QPs it notifies in the
+	// page's QP bits (attach.NotifyQPBits, as the last NOTIFY asked).
+	named atomic.Bool
 }
 
 func newNotifier() (*notifier, error) {
@@ -75,8 +81,9 @@ func (n *notifier) counters() (notified, suppressed uint64) {
 	return atomic.LoadUint64(n.word64(notifyCountersOff)), atomic.LoadUint64(n.word64(notifyCountersOff + 8))
 }
 
-// Notify implements attach.Notifier.
-func (s *Session) Notify(attach.NotifyRequest) (attach.NotifyGrant, error) {
+// Notify implements attach.Notifier. A client that asks attach.NotifyQPBits
+// gets the page's QP bits; the flags of the last NOTIFY hold.
+func (s *Session) Notify(req attach.NotifyRequest) (attach.NotifyGrant, error) {
 	p := s.p
 	if s.closed {
 		return attach.NotifyGrant{}, eIO
@@ -98,6 +105,8 @@ func (s *Session) Notify(attach.NotifyRequest) (attach.NotifyGrant, error) {
 		go s.readNotify(n)
 	}
 	n := s.ntf.Load()
+	named := req.Flags&attach.NotifyQPBits != 0
+	n.named.Store(named)
 	e, err := attach.DupFile(n.efd)
 	if err != nil {
 		return attach.NotifyGrant{}, eMFILE
@@ -107,17 +116,23 @@ func (s *Session) Notify(attach.NotifyRequest) (attach.NotifyGrant, error) {
 		e.Close()
 		return attach.NotifyGrant{}, eMFILE
 	}
-	return attach.NotifyGrant{EventFD: e, Page: f, PollingOff: notifyPollingOff, CountersOff: notifyCountersOff}, nil
+	g := attach.NotifyGrant{EventFD: e, Page: f, PollingOff: notifyPollingOff, CountersOff: notifyCountersOff}
+	if named {
+		g.Flags, g.QPBitsOff, g.QPBits = attach.NotifyQPBits, notifyQPBitsOff, notifyQPBits
+	}
+	return g, nil
 }
 
 // readNotify is the context's notification reader: every read of the
-// eventfd (one or more coalesced notifications) notifies all the
-// context's QPs — the notification names the context, not the QP, as the
-// SQ doorbell word names only the last ringer (Provider.Poll) — and the
-// data plane wakes those with a WQE at the SQ head, running them on this
-// goroutine when their worker is parked (engine.Engine.Notify). Whatever
-// the program writes — any count, from any thread, or nothing after
-// closing its copy — costs at most a look at each QP's SQ head.
+// eventfd (one or more coalesced notifications) notifies the QPs named in
+// the page's QP bits, or, for a client that names none, all the context's
+// QPs — as the SQ doorbell word names only the last ringer
+// (Provider.Poll). The data plane wakes those with a WQE at their SQ fetch
+// index, running them on this goroutine when their worker is parked
+// (engine.Engine.Notify). Whatever the program writes — any count, any
+// bits, from any thread, or nothing after closing its copy — costs at most
+// a look at each of the context's QPs: a bit rings only a QP of this
+// context.
 func (s *Session) readNotify(n *notifier) {
 	defer close(n.done)
 	p := s.p
@@ -138,8 +153,32 @@ func (s *Session) readNotify(n *notifier) {
 			continue
 		}
 		p.notifyWakeups.Add(1)
-		for id := range *s.qpIDs.Load() {
-			p.cfg.DataPlane.Notify(id)
+		qps := *s.qpIDs.Load()
+		if !n.named.Load() {
+			for id := range qps {
+				p.cfg.DataPlane.Notify(id)
+			}
+			continue
+		}
+		// The client set its QP's bit before it wrote the eventfd, so the
+		// bit is set by now; a bit set after this pass comes with a write
+		// of its own, read next. The bits are swapped out word by word: a
+		// post that finds its bit still set writes no eventfd (docs/
+		// attach.md), and this pass serves it.
+		hi := s.qpHi.Load()
+		for w := range notifyQPBits / 64 {
+			word := n.word64(notifyQPBitsOff + 8*w)
+			if atomic.LoadUint64(word) == 0 {
+				continue
+			}
+			for v := atomic.SwapUint64(word, 0); v != 0; v &= v - 1 {
+				for id := uint32(64*w + bits.TrailingZeros64(v)); id <= hi; id += notifyQPBits {
+					if _, ok := qps[id]; ok {
+						p.notifyNamed.Add(1)
+						p.cfg.DataPlane.Notify(id)
+					}
+				}
+			}
 		}
 	}
 }

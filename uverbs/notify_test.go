@@ -40,13 +40,23 @@ func (f *fakeDataPlane) ring(t *testing.T, what string) uint32 {
 // the preload does (it counts its posts there).
 func notifyGrant(t *testing.T, c *client) (*os.File, []byte) {
 	t.Helper()
-	g, err := c.s.(attach.Notifier).Notify(attach.NotifyRequest{})
+	return notifyGrantFlags(t, c, 0)
+}
+
+// notifyGrantFlags is notifyGrant asking NOTIFY with flags.
+func notifyGrantFlags(t *testing.T, c *client, flags uint32) (*os.File, []byte) {
+	t.Helper()
+	g, err := c.s.(attach.Notifier).Notify(attach.NotifyRequest{Flags: flags})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Page.Close()
-	if g.PollingOff != 0 || g.CountersOff != 64 || g.PageOffset != 0 {
-		t.Fatalf("grant %+v", g)
+	want := attach.NotifyGrant{EventFD: g.EventFD, Page: g.Page, CountersOff: 64}
+	if flags&attach.NotifyQPBits != 0 {
+		want.Flags, want.QPBitsOff, want.QPBits = attach.NotifyQPBits, 128, 8*(4096-128)
+	}
+	if g != want {
+		t.Fatalf("grant %+v, want %+v", g, want)
 	}
 	m, err := unix.Mmap(int(g.Page.Fd()), 0, attach.NotifyPageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -153,4 +163,86 @@ func TestNotify(t *testing.T) {
 		t.Fatalf("QP %d rung after the context closed", id)
 	default:
 	}
+}
+
+// TestNotifyNamed: a context that asked attach.NotifyQPBits has only the
+// QPs whose bits it set rung, each bit cleared by the pass that rings it;
+// a bit of another context's QP, of no QP, or no bit at all rings
+// nothing, and every bit set rings each of the context's QPs once. A
+// NOTIFY without the flag brings back the ring of every QP.
+func TestNotifyNamed(t *testing.T) {
+	dp := &fakeDataPlane{rung: make(chan uint32, 16)}
+	e := newEnvWith(t, func(c *uverbs.Config) { c.DataPlane = dp })
+	c, a, _ := ctxWithCQ(t, e)
+	efd, page := notifyGrantFlags(t, c, attach.NotifyQPBits)
+	r := c.ok(c.raw(createCQCmd(7, 64, 0, -1, a.addr+offCQ, a.addr+offCQShadow)), "CREATE_CQ")
+	cqh := u32(r.resp, 0)
+	_, qpn1 := qpOnCQ(t, c, a, cqh, offQP, 0x51, 2)
+	_, qpn2 := qpOnCQ(t, c, a, cqh, 0x14000, 0x52, 2)
+	l, la, _ := ctxWithCQ(t, e)
+	r = l.ok(l.raw(createCQCmd(8, 64, 0, -1, la.addr+offCQ, la.addr+offCQShadow)), "CREATE_CQ")
+	_, other := qpOnCQ(t, l, la, u32(r.resp, 0), offQP, 0x61, 2)
+
+	word := func(i uint32) *uint64 { return (*uint64)(unsafe.Pointer(&page[128+8*i])) }
+	set := func(ids ...uint32) {
+		for _, id := range ids {
+			id %= 8 * (4096 - 128)
+			atomic.OrUint64(word(id/64), 1<<(id%64))
+		}
+	}
+	// next names want, notifies, and checks that it is the next QP rung:
+	// whatever an earlier notification rang too would come first.
+	next := func(what string, want uint32) {
+		t.Helper()
+		set(want)
+		notifyWrite(t, efd, 1)
+		if id := dp.ring(t, what); id != want {
+			t.Fatalf("%s: QP %d rung, want %d", what, id, want)
+		}
+	}
+	next("QP 2 named", qpn2)
+	next("QP 1 named", qpn1)
+	for i := range uint32(8 * (4096 - 128) / 64) {
+		if v := atomic.LoadUint64(word(i)); v != 0 {
+			t.Fatalf("word %d still %#x after the passes", i, v)
+		}
+	}
+	// Another context's QP, an id no QP has: nothing.
+	set(other, 0x3ff)
+	notifyWrite(t, efd, 1)
+	next("after foreign bits", qpn2)
+	// A write with no bit set: nothing.
+	notifyWrite(t, efd, 1)
+	next("after an empty notification", qpn1)
+	// Every bit: each of the context's QPs once.
+	for i := range uint32(8 * (4096 - 128) / 64) {
+		atomic.StoreUint64(word(i), ^uint64(0))
+	}
+	notifyWrite(t, efd, 1)
+	got := map[uint32]int{}
+	got[dp.ring(t, "every bit")]++
+	got[dp.ring(t, "every bit")]++
+	if got[qpn1] != 1 || got[qpn2] != 1 {
+		t.Fatalf("every bit rang %v, want QPs %d and %d once", got, qpn1, qpn2)
+	}
+	next("after every bit", qpn2)
+	// Writes close together coalesce into one read of the eventfd.
+	if st := e.p.Stats(); st.NotifyNamed != 7 || st.NotifyWakeups < 6 || st.NotifyWakeups > 8 {
+		t.Fatalf("stats %+v: want 7 QPs named in 6 to 8 wake-ups", st)
+	}
+	// NOTIFY without the flag: every QP again, whatever the bits say.
+	efd, page = notifyGrantFlags(t, c, 0)
+	notifyWrite(t, efd, 1)
+	got = map[uint32]int{}
+	got[dp.ring(t, "unnamed")]++
+	got[dp.ring(t, "unnamed")]++
+	if got[qpn1] != 1 || got[qpn2] != 1 {
+		t.Fatalf("an unnamed notification rang %v, want QPs %d and %d", got, qpn1, qpn2)
+	}
+	select {
+	case id := <-dp.rung:
+		t.Fatalf("QP %d rung once too often", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	_ = page
 }

@@ -161,6 +161,7 @@ type Provider struct {
 	notifiedGone   uint64
 	suppressedGone uint64
 	notifyWakeups  atomic.Uint64 // eventfd reads: notifications that woke the daemon
+	notifyNamed    atomic.Uint64 // QPs rung by their bit in a notify page
 
 	procMemCalls atomic.Uint64 // reads and writes of programs' /proc/self/mem (progMem)
 
@@ -380,9 +381,12 @@ type Stats struct {
 	// several coalesced writes counting once); Notified and Suppressed the
 	// posts the programs notified and those they did not because the
 	// engine polled (the programs' own counters in their notify pages,
-	// those of closed contexts included).
+	// those of closed contexts included). NotifyNamed is the QPs rung by
+	// their bit in a notify page (attach.NotifyQPBits), where a client
+	// that names none has every QP of its context rung.
 	NotifyContexts       int
 	NotifyWakeups        uint64
+	NotifyNamed          uint64
 	Notified, Suppressed uint64
 	// ProcMemCalls is the reads and writes of programs' /proc/self/mem:
 	// registrations outside shared memory (mem.go progMem), one system
@@ -393,7 +397,8 @@ type Stats struct {
 // Stats returns the provider's counters.
 func (p *Provider) Stats() Stats {
 	st := Stats{Sessions: p.Sessions(), Doorbells: p.doorbells.Load(), ForeignDoorbells: p.foreignDB.Load(),
-		Panics: p.panics.Load(), NotifyWakeups: p.notifyWakeups.Load(), ProcMemCalls: p.procMemCalls.Load()}
+		Panics: p.panics.Load(), NotifyWakeups: p.notifyWakeups.Load(),
+		NotifyNamed: p.notifyNamed.Load(), ProcMemCalls: p.procMemCalls.Load()}
 	p.nmu.Lock()
 	st.NotifyContexts = len(p.notifiers)
 	st.Notified, st.Suppressed = p.notifiedGone, p.suppressedGone

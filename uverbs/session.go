@@ -43,6 +43,7 @@ type Session struct {
 	mem      memMap
 	mapIO    uint64                                // bytes mapped through /proc/self/mem
 	qpIDs    atomic.Pointer[map[uint32]*driver.QP] // the context's QPs by id, for Poll and Quiesce
+	qpHi     atomic.Uint32                         // the highest id qpIDs ever held: the bound of a notified bit's ids
 	closing  atomic.Bool                           // no more events once set
 	closed   bool
 }
@@ -465,6 +466,9 @@ func (s *Session) setQPID(q *driver.QP, add bool) {
 	}
 	if add {
 		m[q.ID()] = q
+		if q.ID() > s.qpHi.Load() {
+			s.qpHi.Store(q.ID())
+		}
 	} else {
 		delete(m, q.ID())
 	}

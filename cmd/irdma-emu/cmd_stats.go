@@ -170,8 +170,8 @@ func formatStats(s daemon.Stats, prev *daemon.Stats, oneQP bool) string {
 		p("  workers: %s (%d polling); %d wake-ups, %d backoff timers, %d parks, %d unparks, %d doorbells found after a park\n",
 			state, sc.Pollers, sc.Wakeups, sc.TimerArms, sc.Parks, sc.Unparks, sc.ParkFound)
 		db := pt.Doorbells
-		p("  doorbells: %d polled, %d foreign; notifications: %d contexts, %d wake-ups, %d posts notified, %d suppressed\n",
-			db.Polled, db.Foreign, db.NotifyContexts, db.NotifyWakeups, db.Notified, db.Suppressed)
+		p("  doorbells: %d polled, %d foreign; notifications: %d contexts, %d wake-ups, %d QPs named, %d posts notified, %d suppressed\n",
+			db.Polled, db.Foreign, db.NotifyContexts, db.NotifyWakeups, db.NotifyNamed, db.Notified, db.Suppressed)
 		p("  program memory outside shared memory: %d /proc/<pid>/mem calls\n", pt.ProcMemCalls)
 		l := pt.Link
 		p("\nlink (UDP/4791 on %s, %s)\n", strings.Join(l.Addrs, " "), l.Mode)

@@ -103,6 +103,7 @@ type Doorbells struct {
 	Foreign        uint64 `json:"foreign"`         // doorbell values naming no QP of their context
 	NotifyContexts int    `json:"notify_contexts"` // contexts that notify (NOTIFY) now
 	NotifyWakeups  uint64 `json:"notify_wakeups"`  // eventfd reads: notifications that woke the daemon
+	NotifyNamed    uint64 `json:"notify_named"`    // QPs rung by their bit in a notify page
 	Notified       uint64 `json:"notified"`        // posts the programs notified (the engine was parked)
 	Suppressed     uint64 `json:"suppressed"`      // posts that needed no notification (the engine polled)
 }
@@ -267,7 +268,7 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 	if ps, ok := d.handler.(providerStats); ok {
 		u := ps.Stats()
 		p.Doorbells = Doorbells{Polled: u.Doorbells, Foreign: u.ForeignDoorbells, NotifyContexts: u.NotifyContexts,
-			NotifyWakeups: u.NotifyWakeups, Notified: u.Notified, Suppressed: u.Suppressed}
+			NotifyWakeups: u.NotifyWakeups, NotifyNamed: u.NotifyNamed, Notified: u.Notified, Suppressed: u.Suppressed}
 		p.ProcMemCalls = u.ProcMemCalls
 	}
 	sc := es.Sched

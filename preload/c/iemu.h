@@ -31,6 +31,7 @@
 #define IEMU_NAME 64
 enum { IEMU_T_HELLO = 1, IEMU_T_CMD = 2, IEMU_T_MMAP = 3, IEMU_T_MEM = 4, IEMU_T_NOTIFY = 5 };
 #define IEMU_FEATURE_NOTIFY 1u /* HELLO reply features: NOTIFY answered */
+#define IEMU_NOTIFY_QP_BITS 1u /* NOTIFY flags: notifications name the QP */
 #define IEMU_FEATURE_RDMACM 2u /* HELLO reply features: /dev/infiniband/rdma_cm served */
 #define IEMU_CM_IDX 100000     /* the fake index of /dev/infiniband/rdma_cm */
 #define IEMU_HELLO_RDMACM 1u   /* HELLO flags: this connection is an rdma_cm channel */
@@ -82,11 +83,20 @@ void iemu_arena_fork_child(void);
 void iemu_arena_report(void);
 
 /* preload.c: NOTIFY on the connection behind the device descriptor fd
- * (docs/attach.md). On success *efd is the eventfd and *page the notify
- * page mapped read-write, *polling and *counters point into it. Returns 0,
- * -ENOTSUP when fd is not ours or the daemon does not offer NOTIFY, or
- * another negative errno. */
-int iemu_notify_request(int fd, int *efd, void **page, volatile uint32_t **polling, uint64_t **counters);
+ * (docs/attach.md), asking that notifications name the QP. On success
+ * *efd is the eventfd and *np the notify page mapped read-write with its
+ * words. Returns 0, -ENOTSUP when fd is not ours or the daemon does not
+ * offer NOTIFY, or another negative errno. */
+/* The notify page's words, as NOTIFY's reply names them: bits is NULL
+ * (nbits 0) when the daemon names no QP (docs/attach.md "NOTIFY"). */
+struct iemu_notify_page {
+	void *page;
+	volatile uint32_t *polling;
+	uint64_t *counters;
+	uint64_t *bits;
+	uint32_t nbits;
+};
+int iemu_notify_request(int fd, int *efd, struct iemu_notify_page *np);
 
 /* notify.c: descriptors in [lo, hi] are about to be closed (or replaced by
  * dup2) by the program: move a notification eventfd out of the way. */

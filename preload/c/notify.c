@@ -9,8 +9,9 @@
  * the context's connection and replaces the context's ops.post_send — what
  * the inline ibv_post_send calls (libibverbs/verbs.h) — with a wrapper
  * that calls the provider's, then, after a full fence, reads the notify
- * page's polling word and writes the eventfd only when the daemon says it
- * is parked (virtio's notification suppression). ops.bind_mw — what the
+ * page's polling word and, only when the daemon says it is parked
+ * (virtio's notification suppression), sets the QP's bit in the page and
+ * writes the eventfd, so that the daemon looks at that QP alone. ops.bind_mw — what the
  * inline ibv_bind_mw calls for a type-1 window — is wrapped the same way:
  * libirdma's irdma_ubind_mw posts a BIND_MW WQE and rings the SQ doorbell
  * through its own irdma_upost_send, not through ops.post_send, so without
@@ -41,6 +42,9 @@
 struct ibv_context;
 struct ibv_qp {
 	struct ibv_context *context;
+	void *qp_context, *pd, *send_cq, *recv_cq, *srq;
+	uint32_t handle;
+	uint32_t qp_num; /* irdma's QP id: the value libirdma writes to the SQ doorbell */
 };
 typedef int (*post_send_fn)(struct ibv_qp *qp, void *wr, void **bad_wr);
 typedef int (*bind_mw_fn)(struct ibv_qp *qp, void *mw, void *mw_bind);
@@ -64,6 +68,7 @@ _Static_assert(offsetof(struct ibv_context, ops.bind_mw) == 8 + 8 * 8, "ops.bind
 _Static_assert(offsetof(struct ibv_context, ops.post_send) == 8 + 25 * 8, "ops.post_send");
 _Static_assert(sizeof(struct ibv_context_ops) == 32 * 8, "ibv_context_ops");
 _Static_assert(offsetof(struct ibv_context, cmd_fd) == 8 + 32 * 8, "ibv_context.cmd_fd");
+_Static_assert(offsetof(struct ibv_qp, qp_num) == 52, "ibv_qp.qp_num");
 
 /* One context that notifies. ctx is the key (NULL: a free slot); the rest
  * is written before ctx is published and read after it is loaded. */
@@ -73,6 +78,8 @@ struct notify {
 	bind_mw_fn orig_bind; /* NULL: the provider has none */
 	volatile uint32_t *polling; /* the daemon's word: 1 polling, 0 parked */
 	uint64_t *counters;         /* notified, suppressed */
+	uint64_t *bits;             /* a bit per QP id modulo nbits; NULL: the daemon names none */
+	uint32_t nbits;
 	void *page;
 	int efd; /* -1 once lost */
 };
@@ -95,8 +102,8 @@ static struct notify *find(const struct ibv_context *ctx)
 	return NULL;
 }
 
-/* kick tells a parked daemon that the SQ doorbell was rung. */
-static void kick(struct notify *n)
+/* kick tells a parked daemon that qp's SQ doorbell was rung. */
+static void kick(struct notify *n, const struct ibv_qp *qp)
 {
 	int err;
 
@@ -108,6 +115,18 @@ static void kick(struct notify *n)
 	if (__builtin_expect(*n->polling != 0, 1)) {
 		__atomic_fetch_add(&n->counters[1], 1, __ATOMIC_RELAXED);
 		return;
+	}
+	if (n->bits != NULL) {
+		/* Name the QP before the eventfd is written. A bit already set
+		 * is a notification the daemon has not taken yet: its pass over
+		 * the bits, after the write that follows that bit, serves this
+		 * post too. */
+		uint32_t b = qp->qp_num % n->nbits;
+		uint64_t m = (uint64_t)1 << (b % 64);
+		if (__atomic_fetch_or(&n->bits[b / 64], m, __ATOMIC_SEQ_CST) & m) {
+			__atomic_fetch_add(&n->counters[0], 1, __ATOMIC_RELAXED);
+			return;
+		}
 	}
 	err = errno;
 	{
@@ -137,7 +156,7 @@ static int post_send(struct ibv_qp *qp, void *wr, void **bad_wr)
 		return f != NULL ? f(qp, wr, bad_wr) : EINVAL;
 	}
 	r = n->orig(qp, wr, bad_wr);
-	kick(n);
+	kick(n, qp);
 	return r;
 }
 
@@ -155,7 +174,7 @@ static int bind_mw(struct ibv_qp *qp, void *mw, void *mw_bind)
 		return f != NULL ? f(qp, mw, mw_bind) : EINVAL;
 	}
 	r = n->orig_bind(qp, mw, mw_bind);
-	kick(n);
+	kick(n, qp);
 	return r;
 }
 
@@ -165,15 +184,13 @@ static int bind_mw(struct ibv_qp *qp, void *mw, void *mw_bind)
 static void setup(struct ibv_context *ctx)
 {
 	struct notify *n = NULL;
-	volatile uint32_t *polling;
-	uint64_t *counters;
-	void *page;
+	struct iemu_notify_page np;
 	int efd, r;
 	unsigned i;
 
 	if (!iemu_env.notify || ctx->ops.post_send == NULL || ctx->ops.post_send == post_send)
 		return;
-	r = iemu_notify_request(ctx->cmd_fd, &efd, &page, &polling, &counters);
+	r = iemu_notify_request(ctx->cmd_fd, &efd, &np);
 	if (r < 0) {
 		if (r != -ENOTSUP)
 			iemu_dbg("NOTIFY refused (%s): the daemon polls this context's doorbells", strerror(-r));
@@ -188,15 +205,17 @@ static void setup(struct ibv_context *ctx)
 	if (n == NULL) {
 		pthread_mutex_unlock(&notify_lock);
 		iemu_dbg("more than %d contexts: this one does not notify", NOTIFY_MAX);
-		syscall(SYS_munmap, page, (size_t)IEMU_PAGE);
+		syscall(SYS_munmap, np.page, (size_t)IEMU_PAGE);
 		syscall(SYS_close, efd);
 		return;
 	}
 	n->orig = ctx->ops.post_send;
 	n->orig_bind = ctx->ops.bind_mw != bind_mw ? ctx->ops.bind_mw : NULL;
-	n->polling = polling;
-	n->counters = counters;
-	n->page = page;
+	n->polling = np.polling;
+	n->counters = np.counters;
+	n->bits = np.bits;
+	n->nbits = np.nbits;
+	n->page = np.page;
 	__atomic_store_n(&n->efd, efd, __ATOMIC_RELEASE);
 	__atomic_store_n(&any_orig, n->orig, __ATOMIC_RELEASE);
 	if (n->orig_bind != NULL)
@@ -208,7 +227,7 @@ static void setup(struct ibv_context *ctx)
 	if (n->orig_bind != NULL)
 		ctx->ops.bind_mw = bind_mw;
 	pthread_mutex_unlock(&notify_lock);
-	iemu_dbg("context %p notifies (eventfd %d)", (void *)ctx, efd);
+	iemu_dbg("context %p notifies (eventfd %d%s)", (void *)ctx, efd, np.bits != NULL ? ", naming its QPs" : "");
 }
 
 /* forget undoes setup for a context about to be closed: its post_send
@@ -240,6 +259,8 @@ static void forget(struct ibv_context *ctx)
 	n->page = NULL;
 	n->polling = NULL;
 	n->counters = NULL;
+	n->bits = NULL;
+	n->nbits = 0;
 	pthread_mutex_unlock(&notify_lock);
 }
 

@@ -601,14 +601,20 @@ void iemu_announce_mem(uintptr_t addr, size_t len, uint64_t fdoff, int memfd)
 	free(list);
 }
 
-int iemu_notify_request(int fd, int *efd, void **page, volatile uint32_t **polling, uint64_t **counters)
+/* overlap reports whether byte ranges [a, a+an) and [b, b+bn) meet. */
+static int overlap(uint64_t a, uint64_t an, uint64_t b, uint64_t bn)
+{
+	return a < b + bn && b < a + an;
+}
+
+int iemu_notify_request(int fd, int *efd, struct iemu_notify_page *np)
 {
 	unsigned char p[8];
 	int rfds[IEMU_MAX_FDS], nrfds = 0, r, cancel;
 	size_t plen;
 	struct conn *c = conn_get(fd);
-	uint32_t poff, coff;
-	uint64_t pgoff;
+	uint32_t flags = 0, poff = 0, coff = 0, qoff = 0, qbits = 0;
+	uint64_t pgoff = 0;
 	void *m;
 
 	if (c == NULL)
@@ -622,6 +628,7 @@ int iemu_notify_request(int fd, int *efd, void **page, volatile uint32_t **polli
 		return r;
 	}
 	memset(p, 0, sizeof p); /* flags, reserved */
+	p[0] = IEMU_NOTIFY_QP_BITS; /* name the QP that posted */
 	r = transact(c, fd, IEMU_T_NOTIFY, p, sizeof p, -1, &plen, rfds, &nrfds);
 	if (r < 0) {
 		broke(c, r);
@@ -629,15 +636,26 @@ int iemu_notify_request(int fd, int *efd, void **page, volatile uint32_t **polli
 		r = (int32_t)get32(c->buf + IEMU_HDR); /* an error reply: the daemon dropped us */
 		broke(c, -EPROTO);
 		r = r < 0 ? r : -EPROTO;
-	} else if (plen != 24) {
+	} else if (plen != 32) {
 		broke(c, -EPROTO);
 		r = -EPROTO;
 	} else if ((r = (int32_t)get32(c->buf + IEMU_HDR)) == 0) {
+		flags = get32(c->buf + IEMU_HDR + 4);
 		poff = get32(c->buf + IEMU_HDR + 8);
 		coff = get32(c->buf + IEMU_HDR + 12);
 		pgoff = get64(c->buf + IEMU_HDR + 16);
-		if (nrfds != 2 || poff % 4 != 0 || poff + 4 > IEMU_PAGE || coff % 8 != 0 ||
-		    coff + 16 > IEMU_PAGE || pgoff % IEMU_PAGE != 0)
+		qoff = get32(c->buf + IEMU_HDR + 24);
+		qbits = get32(c->buf + IEMU_HDR + 28);
+		/* The checks of attach.ParseNotifyReply. */
+		if (nrfds != 2 || (flags & ~(uint32_t)IEMU_NOTIFY_QP_BITS) != 0 || poff % 4 != 0 ||
+		    (uint64_t)poff + 4 > IEMU_PAGE || coff % 8 != 0 || (uint64_t)coff + 16 > IEMU_PAGE ||
+		    pgoff % IEMU_PAGE != 0 || overlap(poff, 4, coff, 16))
+			r = -EPROTO;
+		else if (!(flags & IEMU_NOTIFY_QP_BITS) && (qoff != 0 || qbits != 0))
+			r = -EPROTO;
+		else if ((flags & IEMU_NOTIFY_QP_BITS) &&
+			 (qbits == 0 || qbits % 64 != 0 || qoff % 8 != 0 || (uint64_t)qoff + qbits / 8 > IEMU_PAGE ||
+			  overlap(qoff, qbits / 8, poff, 4) || overlap(qoff, qbits / 8, coff, 16)))
 			r = -EPROTO;
 	} else if (r > 0) {
 		r = -EPROTO;
@@ -651,9 +669,11 @@ int iemu_notify_request(int fd, int *efd, void **page, volatile uint32_t **polli
 			r = -errno;
 		} else {
 			*efd = rfds[0];
-			*page = m;
-			*polling = (volatile uint32_t *)((char *)m + poff);
-			*counters = (uint64_t *)(void *)((char *)m + coff);
+			np->page = m;
+			np->polling = (volatile uint32_t *)((char *)m + poff);
+			np->counters = (uint64_t *)(void *)((char *)m + coff);
+			np->bits = (flags & IEMU_NOTIFY_QP_BITS) ? (uint64_t *)(void *)((char *)m + qoff) : NULL;
+			np->nbits = (flags & IEMU_NOTIFY_QP_BITS) ? qbits : 0;
 			sys_close(rfds[1]);
 			return 0;
 		}

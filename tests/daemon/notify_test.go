@@ -34,6 +34,12 @@ func TestClientNotify(t *testing.T) {
 				if tc.name == "parked" && (st.Notified == 0 || st.NotifyWakeups == 0) {
 					t.Errorf("%s: no notification reached a parked daemon: %+v", n.addr, st)
 				}
+				// The client names its QP in the notify page: a read of
+				// the eventfd finds it, or nothing when an earlier read
+				// took its bit.
+				if tc.name == "parked" && (st.NotifyNamed == 0 || st.NotifyNamed > st.NotifyWakeups) {
+					t.Errorf("%s: %d QPs named in %d notifications", n.addr, st.NotifyNamed, st.NotifyWakeups)
+				}
 				if tc.name == "polling" && (st.Notified != 0 || st.NotifyWakeups != 0) {
 					t.Errorf("%s: a polling daemon was notified: %+v", n.addr, st)
 				}

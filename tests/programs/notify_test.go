@@ -45,8 +45,15 @@ func TestPostNotification(t *testing.T) {
 					if db.Notified == 0 || db.NotifyWakeups == 0 {
 						t.Errorf("%s: a parked daemon got no notification: %+v", n.addr, db)
 					}
+					// The preload names the posting QP (its ibv_qp.qp_num,
+					// the id libirdma rings): each read of the eventfd
+					// finds the program's one QP named, or nothing when
+					// an earlier read took its bit.
+					if db.NotifyNamed == 0 || db.NotifyNamed > db.NotifyWakeups {
+						t.Errorf("%s: %d QPs named in %d notifications", n.addr, db.NotifyNamed, db.NotifyWakeups)
+					}
 				case "polling":
-					if db.Notified != 0 || db.NotifyWakeups != 0 || db.Suppressed != iters {
+					if db.Notified != 0 || db.NotifyWakeups != 0 || db.NotifyNamed != 0 || db.Suppressed != iters {
 						t.Errorf("%s: a polling daemon was notified: %+v", n.addr, db)
 					}
 				}
