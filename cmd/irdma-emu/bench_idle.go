@@ -16,9 +16,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/irdma-emu/irdma-emu/client"
 )
@@ -125,6 +128,10 @@ func benchIdle(rep *benchReport, o benchOptions, self string, progress func(stri
 	}
 	defer d.stop()
 	pid := d.cmd.Process.Pid
+	echo, err := startColdEcho(self)
+	if err != nil {
+		rep.fail("cold round trip: %v", err)
+	}
 	time.Sleep(500 * time.Millisecond) // past start-up's work
 	progress("idle daemon, no program, %v", window)
 	cpu, wk, err := idleCost(pid, window)
@@ -134,6 +141,20 @@ func benchIdle(rep *benchReport, o benchOptions, self string, progress func(stri
 	}
 	rep.add("idle.none.cpu", cpu, "% core", "", "< 0.5")
 	rep.add("idle.none.wakeups", wk, "/s", "", "< 10")
+	if echo != nil {
+		// The same quiet the first WQE comes after: the machine's own
+		// wake-up of a process that slept through it.
+		rtt, err := echo.roundTrip()
+		echo.stop()
+		if err != nil {
+			rep.fail("%v", err)
+		} else {
+			us := float64(rtt) / float64(time.Microsecond)
+			rep.Baselines = append(rep.Baselines,
+				benchFigure{Name: "udp.rtt.cold", Value: us, Unit: "us"},
+				benchFigure{Name: "udp.oneway.cold", Value: us / 2, Unit: "us"})
+		}
+	}
 
 	before, err := readUsage(pid)
 	if err != nil {
@@ -196,6 +217,7 @@ func benchIdle(rep *benchReport, o benchOptions, self string, progress func(stri
 		return
 	}
 	rep.add("idle.first_wqe", us, "us", "udp.oneway.idle", "<= 3")
+	rep.add("idle.first_wqe.vs_cold", us, "us", "udp.oneway.cold", "")
 }
 
 // idleProgram is the program benchIdle runs (this binary, benchIdleEnv set).
@@ -279,4 +301,118 @@ func idleProgram(sock string, nqp int, stdin io.Reader, stdout io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "first %.1f\n", float64(el)/float64(time.Microsecond))
 	return nil
+}
+
+// benchEchoEnv makes `irdma-emu bench` the cold round trip's echo: it
+// binds a UDP socket on 127.0.0.1, says "port N", and sends every
+// datagram back from one thread blocked in recvfrom, until its stdin
+// closes. Its socket has no receive timeout, so through the idle part's
+// quiet nothing wakes it: the first datagram after the quiet pays the
+// machine's wake-up of a process that slept, as the daemon's first WQE
+// does.
+const benchEchoEnv = "IRDMA_EMU_BENCH_ECHO"
+
+// echoProgram is the program startColdEcho runs (benchEchoEnv set).
+func echoProgram(stdin io.Reader, stdout io.Writer) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return err
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return err
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdin); os.Exit(0) }()
+	fmt.Fprintf(stdout, "port %d\n", sa.(*unix.SockaddrInet4).Port)
+	runtime.LockOSThread()
+	var buf [64]byte
+	for {
+		n, from, err := unix.Recvfrom(fd, buf[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		_ = unix.Sendto(fd, buf[:n], 0, from)
+	}
+}
+
+// coldEcho is the echo process and the bench's socket connected to it.
+type coldEcho struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	fd  int
+}
+
+// startColdEcho starts the echo process and makes one round trip to it,
+// so that the one after the quiet finds every path set up.
+func startColdEcho(self string) (*coldEcho, error) {
+	c := exec.Command(self, "bench")
+	c.Env = append(os.Environ(), benchEchoEnv+"=1")
+	in, err := c.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	e := &coldEcho{cmd: c, in: in, fd: -1}
+	lines := bufio.NewScanner(out)
+	var port int
+	if !lines.Scan() {
+		e.stop()
+		return nil, errors.New("echo process: no port line")
+	}
+	if _, err := fmt.Sscanf(lines.Text(), "port %d", &port); err != nil {
+		e.stop()
+		return nil, fmt.Errorf("echo process: %q", lines.Text())
+	}
+	fd, _, err := udpSocket()
+	if err != nil {
+		e.stop()
+		return nil, err
+	}
+	e.fd = fd
+	tv := unix.Timeval{Sec: 2} // a cold wake-up is milliseconds at worst
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port}); err != nil {
+		e.stop()
+		return nil, err
+	}
+	if _, err := e.roundTrip(); err != nil {
+		e.stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+// roundTrip sends 8 bytes and waits for them to come back.
+func (e *coldEcho) roundTrip() (time.Duration, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var buf [8]byte
+	t0 := time.Now()
+	if _, err := unix.Write(e.fd, buf[:]); err != nil {
+		return 0, err
+	}
+	if _, err := readNoEINTR(e.fd, buf[:]); err != nil {
+		return 0, fmt.Errorf("cold round trip: %v", err)
+	}
+	return time.Since(t0), nil
+}
+
+func (e *coldEcho) stop() {
+	if e.fd >= 0 {
+		unix.Close(e.fd)
+	}
+	e.in.Close()
+	_ = e.cmd.Wait()
 }

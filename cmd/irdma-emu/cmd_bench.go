@@ -199,6 +199,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if os.Getenv(benchSpinEnv) != "" {
 		spin()
 	}
+	if os.Getenv(benchEchoEnv) != "" {
+		if err := echoProgram(os.Stdin, stdout); err != nil {
+			fmt.Fprintf(stderr, "irdma-emu bench (echo): %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
 	if sock := os.Getenv(benchIdleEnv); sock != "" {
 		n, _ := strconv.Atoi(os.Getenv(benchIdleQPsEnv))
 		if err := idleProgram(sock, n, os.Stdin, stdout); err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/irdma-emu/irdma-emu/internal/daemon/daemontest"
 )
 
 // Result tables as perftest 4.5 and ibv_rc_pingpong print them (written
@@ -180,5 +182,31 @@ func TestBenchUsage(t *testing.T) {
 	// goroutines of the test binary only add to it).
 	if d := b.cpu - a.cpu; d < 180*time.Millisecond {
 		t.Fatalf("/proc CPU time grew by %v while getrusage counted 200 ms", d)
+	}
+}
+
+// TestBenchColdEcho: the cold round trip's echo is a process of its own
+// (this binary with benchEchoEnv) that sends every datagram back, round
+// trip after round trip, and ends when its stdin closes.
+func TestBenchColdEcho(t *testing.T) {
+	e, err := startColdEcho(daemontest.Binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		rtt, err := e.roundTrip()
+		if err != nil || rtt <= 0 {
+			t.Fatalf("round trip %d: %v, %v", i, rtt, err)
+		}
+	}
+	done := make(chan struct{})
+	go func() { e.stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the echo process outlived its stdin")
+	}
+	if !e.cmd.ProcessState.Exited() || e.cmd.ProcessState.ExitCode() != 0 {
+		t.Errorf("echo process: %v", e.cmd.ProcessState)
 	}
 }
