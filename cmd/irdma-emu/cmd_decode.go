@@ -256,10 +256,17 @@ func (d *decoder) frame(n int, data []byte, ci gopacket.CaptureInfo, lt linkType
 			msg += fmt.Sprintf(" (frame cut to %d of %d bytes by the capture)", ci.CaptureLength, ci.Length)
 		}
 		src, dst := endpoints(f)
+		hint := ""
+		if looksLikeGSO(f, err) {
+			hint = gsoHint
+		}
 		if d.json {
-			d.enc.Encode(jsonError{Frame: n, Time: ts, Src: src, Dst: dst, Error: msg, Reason: wire.ReasonOf(err).String()})
+			d.enc.Encode(jsonError{Frame: n, Time: ts, Src: src, Dst: dst, Error: msg, Reason: wire.ReasonOf(err).String(), Hint: hint})
 		} else {
 			fmt.Fprintf(d.out, "%5d %s %s → %s error: %s\n", n, ts, src, dst, msg)
+			if hint != "" {
+				fmt.Fprintf(d.out, "      hint: %s\n", hint)
+			}
 		}
 		return
 	}
@@ -270,10 +277,17 @@ func (d *decoder) frame(n int, data []byte, ci gopacket.CaptureInfo, lt linkType
 		d.bad++
 	}
 	if d.json {
-		d.enc.Encode(newJSONPacket(n, ts, f, icrcOK))
+		j := newJSONPacket(n, ts, f, icrcOK)
+		if !icrcOK && looksLikeGSO(f, nil) {
+			j.Hint = gsoHint
+		}
+		d.enc.Encode(j)
 		return
 	}
 	d.out.WriteString(textLine(n, ts, f, icrcOK))
+	if !icrcOK && looksLikeGSO(f, nil) {
+		fmt.Fprintf(d.out, "      hint: %s\n", gsoHint)
+	}
 }
 
 func (d *decoder) summary() {
@@ -446,6 +460,8 @@ type jsonPacket struct {
 
 	// CM is the CM MAD a UD SEND to QP1 carries (decode_cm.go).
 	CM *jsonCM `json:"cm,omitempty"`
+	// Hint explains a bad ICRC that may be no packet's (gsoHint).
+	Hint string `json:"hint,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -518,6 +534,25 @@ type jsonError struct {
 	Dst    string `json:"dst"`
 	Error  string `json:"error"`
 	Reason string `json:"reason"`
+	Hint   string `json:"hint,omitempty"`
+}
+
+// gsoHint explains a datagram that is no RoCEv2 packet because it holds
+// several: what a capture on lo or veth shows of a daemon's UDP
+// segmentation offload send, which the kernel cuts only at the receiver
+// (docs/transport.md "Segmentation offload").
+const gsoHint = "several RoCEv2 packets in one datagram? A capture on lo or veth shows an " +
+	"irdma-emu daemon's segmentation offload send uncut: record with the daemon's --pcap, " +
+	"or run it with --transport …,gso=off (docs/transport.md \"Segmentation offload\")"
+
+// looksLikeGSO reports whether a packet the gate refused, or one whose
+// ICRC is bad, may be a run of packets sent as one datagram: too long
+// for one packet, or a payload length no single packet of its opcode has.
+func looksLikeGSO(f *wire.Frame, err error) bool {
+	if err != nil {
+		return wire.ReasonOf(err) == wire.ErrBadLength
+	}
+	return len(f.Packet.Payload) > wire.MaxPMTU
 }
 
 // jsonSummary is the last --json object, under the key "summary".

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -463,5 +464,69 @@ func TestDecodeMatchesTshark(t *testing.T) {
 	}
 	if diff := cmp.Diff(theirs, ours); diff != "" {
 		t.Errorf("(frame, opcode, dqpn, psn) (-tshark +ours):\n%s", diff)
+	}
+}
+
+// TestDecodeGSOHint: a datagram holding several RoCEv2 packets, as a
+// capture on lo or veth shows a daemon's segmentation offload send, gets
+// a hint that says so and how to capture frame by frame; a lone packet
+// does not. The datagrams are built here as the kernel hands such a send
+// to a capture: the packets back to back behind one IP and UDP header
+// whose lengths cover them all.
+func TestDecodeGSOHint(t *testing.T) {
+	src, dst := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	packet := func(op wire.Opcode, psn, size int) []byte {
+		buf := make([]byte, 8192)
+		ff := wire.FrameFields{SrcIP: src, DstIP: dst, HopLimit: 64, SrcPort: wire.RoCEv2Port}
+		pf := wire.PacketFields{BTH: wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: 0x11, PSN: wire.PSN(psn)}}
+		pf.RETH = wire.RETHFields{VA: 0x1000, RKey: 0x1234, DMALen: uint32(size)}
+		n, err := wire.BuildFrame(buf, &ff, &pf, make([]byte, size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf[:n]
+	}
+	const hdrs = wire.EthernetSize + wire.IPv4MinimumSize + wire.UDPSize
+	run := func(op wire.Opcode, count, size int) []byte {
+		f := packet(op, 0, size)
+		for k := 1; k < count; k++ {
+			g := packet(op, k, size)
+			f = append(f, g[hdrs:]...)
+		}
+		ip := wire.IPv4(f[wire.EthernetSize:])
+		ip.SetTotalLength(uint16(len(f) - wire.EthernetSize))
+		ip.SetChecksum(ip.CalculateChecksum())
+		wire.UDP(f[wire.EthernetSize+wire.IPv4MinimumSize:]).SetLength(uint16(len(f) - wire.EthernetSize - wire.IPv4MinimumSize))
+		return f
+	}
+	frames := []decodeFrame{
+		{data: packet(wire.RCSendOnly, 0, 256)},
+		{data: run(wire.RCRDMAWriteMiddle, 3, 1024)}, // no middle packet is 3 MTUs long
+		{data: run(wire.RCSendOnly, 5, 1024)},       // a SEND longer than the largest MTU
+	}
+	for i := range frames {
+		frames[i].ci = gopacket.CaptureInfo{CaptureLength: len(frames[i].data), Length: len(frames[i].data)}
+	}
+	p := decodeWritePcap(t, "gso.pcap", 1, frames)
+	_, out, _ := decodeRun(p)
+	if n := strings.Count(out, "hint: several RoCEv2 packets in one datagram?"); n != 2 {
+		t.Errorf("%d hints, want one for each of the 2 runs:\n%s", n, out)
+	}
+	if strings.Index(out, "hint:") < strings.Index(out, "\n    2 ") {
+		t.Errorf("a hint before the second frame's line:\n%s", out)
+	}
+	_, js, _ := decodeRun("--json", p)
+	var hints int
+	for _, l := range strings.Split(strings.TrimSpace(js), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if h, _ := m["hint"].(string); strings.Contains(h, "gso=off") {
+			hints++
+		}
+	}
+	if hints != 2 {
+		t.Errorf("%d JSON hints, want 2:\n%s", hints, js)
 	}
 }

@@ -179,6 +179,8 @@ func formatStats(s daemon.Stats, prev *daemon.Stats, oneQP bool) string {
 		p("  %-4s %14d %16d %12d %12s\n", "tx", l.TxFrames, l.TxBytes, l.SendCalls, perCall(l.TxFrames, l.SendCalls))
 		p("  %-4s %14d %16d %12d %12s\n", "rx", l.RxFrames, l.RxBytes, l.RecvCalls, perCall(l.RxFrames, l.RecvCalls))
 		p("  icrc: good %d, unverifiable %d, bad %d; resealed %d; partial sends %d\n", l.ICRCGood, l.ICRCUnver, l.ICRCBad, l.Resealed, l.Partial)
+		p("  segmentation offload: %d sends of %d frames (%s per send), %d refused; %d received whole, cut into %d frames\n",
+			l.GSOSends, l.GSOFrames, perCall(l.GSOFrames, l.GSOSends), l.GSORefused, l.GROReceives, l.GROFrames)
 		p("  tx drops: %s\n", mapLine(l.TxDrops))
 		p("  rx drops: %s\n", mapLine(l.RxDrops))
 		spec := l.Faults.Spec

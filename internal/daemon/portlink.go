@@ -345,6 +345,11 @@ func addCounters(c *udp.Counters, o udp.Counters) {
 	c.SendCalls += o.SendCalls
 	c.RecvCalls += o.RecvCalls
 	c.Partial += o.Partial
+	c.GSOSends += o.GSOSends
+	c.GSOFrames += o.GSOFrames
+	c.GSORefused += o.GSORefused
+	c.GROReceives += o.GROReceives
+	c.GROFrames += o.GROFrames
 	c.Faults.Offered += o.Faults.Offered
 	c.Faults.Lost += o.Faults.Lost
 	c.Faults.Duplicated += o.Faults.Duplicated

@@ -201,6 +201,16 @@ type LinkStats struct {
 	SendCalls uint64   `json:"sendmmsg_calls"`
 	RecvCalls uint64   `json:"recvmmsg_calls"`
 	Partial   uint64   `json:"partial_sends"`
+	// GSO sends (several equal frames in one datagram the kernel cuts or
+	// the peer takes whole) and the frames they carried; GSORefused > 0:
+	// the kernel refused one and the link sends frame by frame from that
+	// address. GRO: datagrams received whole that the link cut into
+	// frames (docs/transport.md "Segmentation offload").
+	GSOSends    uint64 `json:"gso_sends"`
+	GSOFrames   uint64 `json:"gso_frames"`
+	GSORefused  uint64 `json:"gso_refused"`
+	GROReceives uint64 `json:"gro_receives"`
+	GROFrames   uint64 `json:"gro_frames"`
 	// TxDrops and RxDrops are by reason; only non-zero reasons appear.
 	TxDrops map[string]uint64 `json:"tx_drops"`
 	RxDrops map[string]uint64 `json:"rx_drops"`
@@ -386,6 +396,8 @@ func (d *Daemon) linkStats() LinkStats {
 		TxFrames: c.TxFrames, TxBytes: c.TxBytes, RxFrames: c.RxFrames, RxBytes: c.RxBytes,
 		ICRCGood: c.ICRCGood, ICRCUnver: c.ICRCUnverifiable, ICRCBad: c.ICRCBad,
 		Resealed: c.Resealed, SendCalls: c.SendCalls, RecvCalls: c.RecvCalls, Partial: c.Partial,
+		GSOSends: c.GSOSends, GSOFrames: c.GSOFrames, GSORefused: c.GSORefused,
+		GROReceives: c.GROReceives, GROFrames: c.GROFrames,
 		TxDrops: map[string]uint64{}, RxDrops: map[string]uint64{},
 		Faults: FaultCounts{Spec: spec, Offered: c.Faults.Offered, Lost: c.Faults.Lost,
 			Duplicated: c.Faults.Duplicated, Corrupted: c.Faults.Corrupted, Reordered: c.Faults.Reordered},

@@ -271,9 +271,12 @@ func TestNamespaceInjectedFaults(t *testing.T) {
 
 // TestNamespaceCapture is the third item: a tcpdump capture on the veth
 // during pingpong and perf decodes with every packet's ICRC good in
-// `irdma-emu decode`, and tshark decodes every frame as RoCEv2.
+// `irdma-emu decode`, and tshark decodes every frame as RoCEv2. The
+// daemons send one datagram per frame (gso=off): veth carries a GSO send
+// uncut, so a capture there shows a run of frames as one datagram
+// (docs/transport.md "Segmentation offload").
 func TestNamespaceCapture(t *testing.T) {
-	w := newNSWorld(t, nsOpts{})
+	w := newNSWorld(t, nsOpts{mode: udp.Mode{NoGSO: true}})
 	capture := nstest.StartCapture(t, w.ns[0], "rv0")
 	w.pingpong(t, "-n", "100")
 	w.pingpong(t, "--ud", "-s", "512", "-n", "50")

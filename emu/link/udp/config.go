@@ -54,17 +54,55 @@ func parseIO(s string) (IO, bool) {
 // (docs/transport.md has the matrix and the reasons).
 type Mode struct {
 	Send, Recv IO
+	// NoGSO keeps UDP sending to one datagram per frame. By default runs
+	// of equal frames to one destination go out as one UDP segmentation
+	// offload send (gso.go), which loopback and veth carry to the
+	// receiver uncut: a capture there (tcpdump -i lo) shows one large
+	// datagram per run instead of the frames. The daemon's own capture
+	// (--pcap) records the frames either way.
+	NoGSO bool
 }
 
-// String returns the compact form ParseMode reads, "send=udp,recv=packet".
-// It is what `irdma-emu devinfo` shows as the transport.
+// String returns the compact form ParseMode reads, "send=udp,recv=packet"
+// (",gso=off" when NoGSO). It is what `irdma-emu devinfo` shows as the
+// transport.
 func (m Mode) String() string {
-	return "send=" + m.Send.String() + ",recv=" + m.Recv.String()
+	s := "send=" + m.Send.String() + ",recv=" + m.Recv.String()
+	if m.NoGSO {
+		s += ",gso=off"
+	}
+	return s
 }
 
 // ParseMode reads a mode for a daemon flag: "auto", "udp" or "packet" for
-// both directions, or "send=K,recv=K" (either may be left out: auto).
+// both directions, or "send=K,recv=K" (either may be left out: auto),
+// either form optionally followed by ",gso=on" or ",gso=off".
 func ParseMode(s string) (Mode, error) {
+	s = strings.TrimSpace(s)
+	noGSO := false
+	if head, tail, ok := cutLast(s, ","); ok {
+		switch strings.ReplaceAll(tail, " ", "") {
+		case "gso=off":
+			s, noGSO = head, true
+		case "gso=on":
+			s = head
+		}
+	}
+	m, err := parseDirections(s)
+	m.NoGSO = noGSO
+	return m, err
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
+}
+
+// parseDirections reads the send and receive kinds of a mode.
+func parseDirections(s string) (Mode, error) {
 	s = strings.TrimSpace(s)
 	if k, ok := parseIO(s); ok {
 		return Mode{Send: k, Recv: k}, nil
@@ -76,7 +114,7 @@ func ParseMode(s string) (Mode, error) {
 		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
 		k, kok := parseIO(val)
 		if !ok || !kok || seen[key] || (key != "send" && key != "recv") {
-			return Mode{}, fmt.Errorf("udp: transport mode %q: want auto, udp, packet or send=K,recv=K with K one of those", s)
+			return Mode{}, fmt.Errorf("udp: transport mode %q: want auto, udp, packet or send=K,recv=K with K one of those, optionally followed by ,gso=off", s)
 		}
 		seen[key] = true
 		if key == "send" {

@@ -27,7 +27,12 @@
 //     source port, so a frame built with another port (a per-QP one) is
 //     resealed: its ICRC is recomputed for the header the kernel will
 //     write (Counters.Resealed; Link.SourcePort lets the device avoid it).
-//   - Receiving. recvmmsg into pool packets at a fixed headroom, with
+//   - Sending equal frames. Runs of them to one destination go out as one
+//     UDP segmentation offload send, sealed for the IDs the kernel will
+//     give the datagrams it cuts (gso.go).
+//   - Receiving. recvmmsg into pool packets at a fixed headroom, the rest
+//     of a datagram carrying many frames (UDP_GRO) in an overflow area
+//     of the slot, cut into frames by gro.go, with
 //     IP_PKTINFO/IPV6_RECVPKTINFO, IP_RECVTTL/IPV6_RECVHOPLIMIT and
 //     IP_RECVTOS/IPV6_RECVTCLASS, and UDP_NO_CHECK6_RX on IPv6 sockets (rxe
 //     sends IPv6 with UDP checksum 0). The link writes Ethernet, IP and UDP
@@ -41,7 +46,7 @@
 // the device's frames unchanged on the port's interface, so per-QP source
 // ports, exact IP IDs and MACs survive; the destination MAC must then be
 // right (the daemon resolves neighbours). Receiving reads every IP packet
-// for the port's addresses whatever interface it arrives on (a SOCK_DGRAM
+// for the port's addresses whatever interface it arrives on (a SOCK_RAW
 // socket on all interfaces, a classic BPF filter for UDP/4791 to our
 // addresses, outgoing copies ignored: on loopback every frame is seen
 // leaving and arriving), so every ICRC is checked; the UDP socket's data is

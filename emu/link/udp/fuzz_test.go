@@ -1,6 +1,7 @@
 package udp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"testing"
@@ -57,48 +58,69 @@ func FuzzLocate(f *testing.F) {
 	})
 }
 
-// FuzzReceive: whatever a datagram, its sockaddr and its control messages
-// hold, rebuilding a frame from them stays in bounds, and a rebuilt frame
-// is one the device's gate can split (or rejects cleanly).
+// FuzzReceive: whatever a datagram, its sockaddr, its control messages
+// and its virtio header hold, rebuilding frames from them — one, or many
+// cut from a GSO or GRO datagram whose tail lands in the overflow area —
+// stays in bounds, releases every packet it does not hand on, and every
+// rebuilt frame is one the device's gate can split (or rejects cleanly).
 func FuzzReceive(f *testing.F) {
-	f.Add(seedFrame(f, false)[42:], []byte{}, []byte{}, uint8(0))
-	f.Add(seedFrame(f, true)[62:], []byte{}, []byte{}, uint8(1))
-	f.Add(seedFrame(f, false)[14:], []byte{}, []byte{}, uint8(2))
-	f.Fuzz(func(t *testing.T, data, name, oob []byte, kind uint8) {
-		l := &Link{pool: link.NewPool(0)}
+	f.Add(seedFrame(f, false)[42:], []byte{}, []byte{}, []byte{}, uint8(0))
+	f.Add(seedFrame(f, true)[62:], []byte{}, []byte{}, []byte{}, uint8(1))
+	f.Add(seedFrame(f, false), []byte{}, []byte{}, []byte{}, uint8(2))
+	gro := make([]byte, unix.CmsgSpace(4))
+	putCmsgInt(gro, unix.IPPROTO_UDP, unix.UDP_GRO, 40)
+	f.Add(bytes.Repeat(seedFrame(f, false)[42:], 3), []byte{}, gro, []byte{}, uint8(0))
+	vh := make([]byte, vnetHdrSize)
+	vh[1] = vnetGSOUDPL4
+	binary.NativeEndian.PutUint16(vh[4:], 100)
+	f.Add(seedFrame(f, false), []byte{}, []byte{}, vh, uint8(2))
+	f.Fuzz(func(t *testing.T, data, name, oob, vnet []byte, kind uint8) {
+		pool := link.NewPool(0)
+		l := &Link{pool: pool, batch: 1}
 		sock := &udpSock{addr: netip.MustParseAddr("10.0.0.2"), port: wire.RoCEv2Port}
 		l.table.Store(&sockTable{socks: []*udpSock{sock}})
-		r := &rxRing{l: l, sock: sock, kind: rxKind(kind % 3), headroom: udpHeadroom}
-		var nm [rxNameSize]byte
-		copy(nm[:], name)
+		r := newRxRing(l, rxKind(kind%3), sock, nil)
+		copy(r.names[2:rxNameSize], name)
 		switch r.kind {
 		case rxUDP4:
-			binary.NativeEndian.PutUint16(nm[0:], unix.AF_INET)
+			binary.NativeEndian.PutUint16(r.names[0:], unix.AF_INET)
 		case rxUDP6:
-			binary.NativeEndian.PutUint16(nm[0:], unix.AF_INET6)
+			binary.NativeEndian.PutUint16(r.names[0:], unix.AF_INET6)
 			sock.addr = netip.MustParseAddr("fd00::2")
 		case rxPacket:
-			binary.NativeEndian.PutUint16(nm[0:], unix.AF_PACKET)
-			r.headroom = packetHeadroom
+			binary.NativeEndian.PutUint16(r.names[0:], unix.AF_PACKET)
+			if len(name) < 8 {
+				binary.NativeEndian.PutUint16(r.names[8:], arphrdLoopback)
+			}
+			copy(r.vnet, vnet)
 		}
-		p := l.pool.Get()
-		defer p.Release()
-		n := copy(p.Buf()[r.headroom:], data)
-		var m rxMeta
-		parseCmsgs(oob, r.kind == rxUDP6, &m)
-		var ok bool
-		switch r.kind {
-		case rxUDP4:
-			ok = r.buildUDP4(p, n, nm[:], oob)
-		case rxUDP6:
-			ok = r.buildUDP6(p, n, nm[:], oob)
-		default:
-			ok = r.buildPacket(p, n, nm[:])
+		p := pool.Get()
+		n := copy(p.Buf()[r.iovOff:], data)
+		if n < len(data) {
+			n += copy(r.over, data[n:])
 		}
-		if !ok {
-			return
+		r.hdrs[0].Len = uint32(n)
+		if r.kind == rxPacket {
+			r.hdrs[0].Len += vnetHdrSize
 		}
-		var fr wire.Frame
-		_ = wire.ParseFrame(p.Data, &fr)
+		r.hdrs[0].Hdr.SetControllen(copy(r.oob, oob))
+		var out []*link.Packet
+		if r.build(0, p) {
+			out = append(out, p)
+		} else {
+			p.Release()
+		}
+		out = append(out, r.extra...)
+		for _, q := range out {
+			if len(q.Data) > link.BufferSize {
+				t.Fatalf("frame of %d bytes", len(q.Data))
+			}
+			var fr wire.Frame
+			_ = wire.ParseFrame(q.Data, &fr)
+			q.Release()
+		}
+		if st := pool.Stats(); st.Outstanding != 0 {
+			t.Fatalf("%d packets not released", st.Outstanding)
+		}
 	})
 }

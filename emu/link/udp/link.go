@@ -22,6 +22,7 @@ import (
 // documentation). All methods are safe for concurrent use.
 type Link struct {
 	mode    Mode
+	gso     bool // UDP sending may use GSO sends (gso.go)
 	mac     wire.MAC
 	mtu     int
 	ifindex int
@@ -135,6 +136,7 @@ func New(cfg Config) (*Link, error) {
 			// right; packet sending must be asked for.
 			l.mode.Send = IOUDP
 		}
+		l.gso = l.mode.Send == IOUDP && !l.mode.NoGSO
 		var err error
 		rings, err = l.openAll(cfg.Addrs)
 		return err

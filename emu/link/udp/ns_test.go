@@ -368,19 +368,39 @@ func TestZeroChecksumIPv6(t *testing.T) {
 	}
 }
 
-// TestNftablesLoss: an nftables rule that drops 5% of RoCEv2 datagrams in
-// the output chain makes sendmmsg fail; the link counts each such datagram
-// as loss and keeps running, and the counts agree with the rule's
-// counter: the rule's drops are the reported EPERMs (a datagram first in
-// its sendmmsg call) plus the unreported failures (one per partial call),
-// and every datagram is either delivered or one of those.
+// TestNftablesLoss: an nftables rule that drops RoCEv2 datagrams in the
+// output chain makes sendmmsg fail; the link counts the frames of each
+// such datagram as loss and keeps running, and the counts agree with the
+// rule's counter: the rule's drops are the reported EPERMs (a datagram
+// first in its sendmmsg call) plus the unreported failures (one per
+// partial call), and every frame is either delivered or one of those.
+//
+// One datagram per frame (gso=off), the rule drops 5% at random. With GSO
+// sends the rule sees one datagram per run of frames (here a whole batch
+// of 50), so it drops every 20th datagram by count instead, which makes
+// the loss exact: 4 of the 80 sends, 200 frames, whose number the rule's
+// byte counter confirms.
 func TestNftablesLoss(t *testing.T) {
 	testenv.Tool(t, "nft")
+	for _, c := range []struct {
+		name  string
+		noGSO bool
+		rule  string
+		n     int
+	}{
+		{"per frame", true, "numgen random mod 20 == 0", 2000},
+		{"GSO sends", false, "numgen inc mod 20 == 19", 4000},
+	} {
+		t.Run(c.name, func(t *testing.T) { nftablesLoss(t, c.noGSO, c.rule, c.n) })
+	}
+}
+
+func nftablesLoss(t *testing.T, noGSO bool, rule string, n int) {
 	ns := nstest.New(t)
 	rules := `table inet irdmaemu {
 	chain out {
 		type filter hook output priority 0; policy accept;
-		udp dport 4791 numgen random mod 20 == 0 counter drop
+		udp dport 4791 ` + rule + ` counter drop
 	}
 }`
 	cmd := ns.Command("nft", "-f", "-")
@@ -388,16 +408,18 @@ func TestNftablesLoss(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("nft: %v\n%s", err, out)
 	}
-	a := newLink(t, udp.Config{Addrs: []netip.Addr{lo2}, Mode: udpMode, NetNS: ns.Path()})
+	mode := udpMode
+	mode.NoGSO = noGSO
+	a := newLink(t, udp.Config{Addrs: []netip.Addr{lo2}, Mode: mode, NetNS: ns.Path()})
 	b := newLink(t, udp.Config{Addrs: []netip.Addr{lo3}, Mode: udpMode, NetNS: ns.Path()})
 	rb := newRecorder()
 	rb.keep = false
 	b.Attach(rb)
-	const n, batch = 2000, 50
+	const batch, payload = 50, 256
 	for sent := 0; sent < n; sent += batch {
 		var pkts []*link.Packet
 		for i := range batch {
-			pkts = append(pkts, build(t, a.Pool(), frameSpec{op: wire.RCSendOnly, src: lo2, dst: lo3, payload: 256, seq: uint32(sent + i)}))
+			pkts = append(pkts, build(t, a.Pool(), frameSpec{op: wire.RCSendOnly, src: lo2, dst: lo3, payload: payload, seq: uint32(sent + i)}))
 		}
 		if err := a.Send(pkts); err != nil {
 			t.Fatalf("Send: %v", err)
@@ -410,42 +432,60 @@ func TestNftablesLoss(t *testing.T) {
 	c := a.Counters()
 	filtered, unreported := c.TxDrops[udp.ReasonFiltered], c.TxDrops[udp.ReasonUnreported]
 	lost := filtered + unreported
-	if a.State() != link.StateUp || c.TxFrames != n {
+	if a.State() != link.StateUp || c.TxFrames != uint64(n) {
 		t.Errorf("state %v, TxFrames %d", a.State(), c.TxFrames)
-	}
-	if lost < n/50 || lost > n/10 {
-		t.Errorf("%d of %d lost; want about 5%%", lost, n)
 	}
 	if other := c.TxDropped() - lost; other != 0 {
 		t.Errorf("%d other drops: %v", other, c.TxDrops)
 	}
-	if unreported != c.Partial {
-		t.Errorf("%d unreported failures, %d partial calls", unreported, c.Partial)
+	ruleDrops, ruleBytes := nftCounter(t, ns)
+	if noGSO {
+		if lost < uint64(n/50) || lost > uint64(n/10) {
+			t.Errorf("%d of %d lost; want about 5%%", lost, n)
+		}
+		if unreported != c.Partial {
+			t.Errorf("%d unreported failures, %d partial calls", unreported, c.Partial)
+		}
+		if ruleDrops != lost {
+			t.Errorf("the rule dropped %d; the link counted %d EPERMs and %d unreported failures", ruleDrops, filtered, unreported)
+		}
+	} else {
+		if c.GSOSends != uint64(n/batch)-ruleDrops || c.GSOFrames != uint64(n)-lost {
+			t.Errorf("%d GSO sends of %d frames went out; want every batch but the dropped in one", c.GSOSends, c.GSOFrames)
+		}
+		if ruleDrops != uint64(n/batch/20) || lost != ruleDrops*batch {
+			t.Errorf("the rule dropped %d sends; the link counted %d EPERM and %d unreported frames, want %d",
+				ruleDrops, filtered, unreported, ruleDrops*batch)
+		}
+		// The rule counts IP packets: each dropped send is one IPv4
+		// header, one UDP header and its frames' payloads.
+		datagram := uint64(wire.BTHSize + payload + wire.ICRCSize)
+		if frames := (ruleBytes - ruleDrops*(wire.IPv4MinimumSize+wire.UDPSize)) / datagram; frames != lost {
+			t.Errorf("the rule's %d bytes are %d frames; the link counted %d lost", ruleBytes, frames, lost)
+		}
 	}
-	ruleDrops := nftCounter(t, ns)
-	if ruleDrops != lost {
-		t.Errorf("the rule dropped %d; the link counted %d EPERMs and %d unreported failures", ruleDrops, filtered, unreported)
-	}
-	t.Logf("%d frames: %d delivered, %d lost (%d EPERM, %d unreported in %d partial sendmmsg calls), rule counter %d",
-		n, rb.n(), lost, filtered, unreported, c.Partial, ruleDrops)
+	t.Logf("%d frames: %d delivered, %d lost (%d EPERM, %d unreported in %d partial sendmmsg calls), rule counter %d (%d bytes), %d GSO sends",
+		n, rb.n(), lost, filtered, unreported, c.Partial, ruleDrops, ruleBytes, c.GSOSends)
 }
 
-// nftCounter returns the packet count of the rule's counter.
-func nftCounter(t *testing.T, ns *nstest.NS) uint64 {
+// nftCounter returns the packet and byte counts of the rule's counter.
+func nftCounter(t *testing.T, ns *nstest.NS) (packets, bytes uint64) {
 	t.Helper()
 	out := ns.Run(t, "nft", "-j", "list", "table", "inet", "irdmaemu")
 	var doc any
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("nft -j: %v\n%s", err, out)
 	}
-	var found []uint64
+	var found [][2]uint64
 	var walk func(any)
 	walk = func(v any) {
 		switch v := v.(type) {
 		case map[string]any:
 			if c, ok := v["counter"].(map[string]any); ok {
-				if p, ok := c["packets"].(float64); ok {
-					found = append(found, uint64(p))
+				p, pok := c["packets"].(float64)
+				b, bok := c["bytes"].(float64)
+				if pok && bok {
+					found = append(found, [2]uint64{uint64(p), uint64(b)})
 				}
 			}
 			for _, x := range v {
@@ -461,5 +501,5 @@ func nftCounter(t *testing.T, ns *nstest.NS) uint64 {
 	if len(found) != 1 {
 		t.Fatalf("found %d counters in %s", len(found), out)
 	}
-	return found[0]
+	return found[0][0], found[0][1]
 }

@@ -28,9 +28,9 @@ const (
 const (
 	// rxOOBSize holds the control messages asked for: IPv4 IP_PKTINFO (32
 	// bytes with its header), IP_TTL (24), IP_TOS (24); IPv6
-	// IPV6_PKTINFO (40), IPV6_HOPLIMIT (24), IPV6_TCLASS (24); and
-	// SO_RXQ_OVFL (24).
-	rxOOBSize = 128
+	// IPV6_PKTINFO (40), IPV6_HOPLIMIT (24), IPV6_TCLASS (24);
+	// SO_RXQ_OVFL (24); and UDP_GRO (24).
+	rxOOBSize = 152
 	// rxNameSize holds a sockaddr_in6 (28 bytes) or a sockaddr_ll (20).
 	rxNameSize = 32
 )
@@ -47,15 +47,20 @@ type rxRing struct {
 	kind     rxKind
 	sock     *udpSock // the UDP socket read (rxUDP4, rxUDP6)
 	m        *mmsg
-	headroom int
+	headroom int // where the datagram (UDP) or the IP header (packet) ends up
+	iovOff   int // where the posted packet's iovec starts in its buffer
 
 	hdrs    []unix.Mmsghdr
-	iovs    []unix.Iovec
+	iovs    []unix.Iovec // iovPer per message: [vnet,] packet, overflow
+	iovPer  int
 	names   []byte // rxNameSize per message
 	oob     []byte // rxOOBSize per message
+	vnet    []byte // vnetHdrSize per message (rxPacket)
+	over    []byte // overflowSize per message: the rest of a GSO datagram
 	posted  []*link.Packet
 	scratch *link.Packet
 	batch   []*link.Packet
+	extra   []*link.Packet // frames cut from one datagram after its first
 
 	stopped atomic.Bool
 	drops   uint32 // the last SO_RXQ_OVFL count seen
@@ -69,19 +74,49 @@ func newRxRing(l *Link, kind rxKind, s *udpSock, raw syscall.RawConn) *rxRing {
 		sock:     s,
 		m:        newMmsg(raw),
 		headroom: udpHeadroom,
+		iovOff:   udpHeadroom,
+		iovPer:   2,
 		hdrs:     make([]unix.Mmsghdr, n),
-		iovs:     make([]unix.Iovec, n),
 		names:    make([]byte, n*rxNameSize),
 		oob:      make([]byte, n*rxOOBSize),
+		over:     make([]byte, n*overflowSize),
 		posted:   make([]*link.Packet, n),
 		scratch:  new(link.Packet),
 		batch:    make([]*link.Packet, 0, n),
 	}
 	if kind == rxPacket {
-		r.headroom = packetHeadroom
+		// SOCK_RAW: the link-layer header lands in front of the IP
+		// header, which then starts where buildPacket wants it for
+		// Ethernet and loopback (packetHeadroom).
+		r.headroom, r.iovOff, r.iovPer = packetHeadroom, 0, 3
+		r.vnet = make([]byte, n*vnetHdrSize)
+	}
+	r.iovs = make([]unix.Iovec, n*r.iovPer)
+	for i := range n {
+		iov := r.iovs[i*r.iovPer:]
+		if kind == rxPacket {
+			iov[0].Base = &r.vnet[i*vnetHdrSize]
+			iov[0].SetLen(vnetHdrSize)
+			iov = iov[1:]
+		}
+		iov[1].Base = &r.over[i*overflowSize]
+		iov[1].SetLen(overflowSize)
 	}
 	return r
 }
+
+// packetIov returns the iovec of slot i that points into its posted
+// packet.
+func (r *rxRing) packetIov(i int) *unix.Iovec {
+	if r.kind == rxPacket {
+		return &r.iovs[i*r.iovPer+1]
+	}
+	return &r.iovs[i*r.iovPer]
+}
+
+// poolPart is how many bytes of a datagram (after the virtio header) land
+// in the posted packet; the rest land in the slot's overflow area.
+func (r *rxRing) poolPart() int { return link.BufferSize - r.iovOff }
 
 // stop marks the ring as stopping before its socket is closed, so that
 // the error the closed socket returns ends the loop whatever its wording.
@@ -108,12 +143,13 @@ func (r *rxRing) refill() int {
 			}
 			r.posted[i] = p
 			buf := p.Buf()
-			r.iovs[i].Base = &buf[r.headroom]
-			r.iovs[i].SetLen(len(buf) - r.headroom)
+			iov := r.packetIov(i)
+			iov.Base = &buf[r.iovOff]
+			iov.SetLen(len(buf) - r.iovOff)
 		}
 		h := &r.hdrs[i].Hdr
-		h.Iov = &r.iovs[i]
-		h.SetIovlen(1)
+		h.Iov = &r.iovs[i*r.iovPer]
+		h.SetIovlen(r.iovPer)
 		h.Name = &r.names[i*rxNameSize]
 		h.Namelen = rxNameSize
 		h.Control = &r.oob[i*rxOOBSize]
@@ -135,7 +171,7 @@ func (r *rxRing) releasePosted() {
 			p.Release()
 		}
 		r.posted[i] = nil
-		r.iovs[i].Base = nil
+		r.packetIov(i).Base = nil
 	}
 }
 
@@ -174,21 +210,26 @@ func (r *rxRing) run() {
 					r.l.c.rxDrops[link.DropNoBuffer].Add(1)
 					continue
 				}
-				end := r.headroom + min(int(r.hdrs[i].Len), len(q.Buf())-r.headroom)
-				copy(q.Buf()[r.headroom:end], p.Buf()[r.headroom:end])
+				end := r.iovOff + min(int(r.hdrs[i].Len), r.poolPart())
+				copy(q.Buf()[r.iovOff:end], p.Buf()[r.iovOff:end])
 				p = q
 			}
-			if !r.build(i, p) {
-				if p != r.posted[i] {
-					p.Release()
+			ok := r.build(i, p)
+			if ok {
+				p.Time = now
+				batch = r.add(batch, p)
+				if p == r.posted[i] {
+					r.posted[i] = nil
 				}
-				continue // the slot keeps its packet
+			} else if p != r.posted[i] {
+				p.Release()
+			} // else the slot keeps its packet
+			for _, q := range r.extra {
+				q.Time = now
+				batch = r.add(batch, q)
 			}
-			p.Time = now
-			batch = append(batch, p)
-			if p == r.posted[i] {
-				r.posted[i] = nil
-			}
+			clear(r.extra)
+			r.extra = r.extra[:0]
 		}
 		if len(batch) > 0 {
 			r.l.deliver(batch)
@@ -197,8 +238,20 @@ func (r *rxRing) run() {
 	}
 }
 
+// add appends p to batch, delivering the batch first when it is full: a
+// datagram cut into frames can make more than a batch.
+func (r *rxRing) add(batch []*link.Packet, p *link.Packet) []*link.Packet {
+	if len(batch) == cap(batch) {
+		r.l.deliver(batch)
+		clear(batch)
+		batch = batch[:0]
+	}
+	return append(batch, p)
+}
+
 // build turns message i into a whole frame in p and sets its ICRC
-// status, or counts why not and returns false.
+// status, or counts why not and returns false. A datagram that carries
+// several frames (gro.go) leaves the frames after the first in r.extra.
 func (r *rxRing) build(i int, p *link.Packet) bool {
 	h := &r.hdrs[i]
 	n := int(h.Len)
@@ -208,16 +261,20 @@ func (r *rxRing) build(i int, p *link.Packet) bool {
 	}
 	name := r.names[i*rxNameSize : (i+1)*rxNameSize]
 	oob := r.oob[i*rxOOBSize : i*rxOOBSize+min(int(h.Hdr.Controllen), rxOOBSize)]
-	switch r.kind {
-	case rxUDP4:
-		return r.buildUDP4(p, n, name, oob)
-	case rxUDP6:
-		return r.buildUDP6(p, n, name, oob)
+	if r.kind == rxPacket {
+		var m rxMeta
+		parseCmsgs(oob, false, &m)
+		r.countOverflow(&m)
+		if n < vnetHdrSize {
+			r.l.c.rxDrops[ReasonMalformed].Add(1)
+			return false
+		}
+		return r.buildPacketMsg(i, p, n-vnetHdrSize, name)
 	}
-	var m rxMeta
-	parseCmsgs(oob, false, &m)
+	m := rxMeta{dst: r.sock.addr}
+	parseCmsgs(oob, r.kind == rxUDP6, &m)
 	r.countOverflow(&m)
-	return r.buildPacket(p, n, name)
+	return r.buildUDPMsg(i, p, n, name, &m)
 }
 
 // rxMeta is what the control messages of a datagram say about its IP
@@ -228,6 +285,7 @@ type rxMeta struct {
 	hopLimit uint8
 	drops    uint32
 	hasDrops bool
+	gro      int // UDP_GRO: the size of each frame of a coalesced datagram
 }
 
 // countOverflow turns the socket's cumulative drop count (SO_RXQ_OVFL,
@@ -257,6 +315,8 @@ func parseCmsgs(b []byte, v6 bool, m *rxMeta) {
 		switch {
 		case level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL && len(data) >= 4:
 			m.drops, m.hasDrops = binary.NativeEndian.Uint32(data), true
+		case level == unix.IPPROTO_UDP && typ == unix.UDP_GRO && len(data) >= 4:
+			m.gro = int(binary.NativeEndian.Uint32(data))
 		case !v6 && level == unix.IPPROTO_IP && typ == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
 			// struct in_pktinfo: ifindex, spec_dst, addr (the header's
 			// destination address).
@@ -284,18 +344,16 @@ func cmsgAlign(n int) int {
 
 // buildUDP4 writes Ethernet, IPv4 and UDP headers in front of an IPv4
 // datagram of n bytes. The socket does not reveal the IP ID, the flags or
-// any options: the header is the one our own senders produce (ID 0, DF, no
-// options), and the ICRC computed over it is good if the sender was one of
+// any options: the header is the one our own senders produce (DF, no
+// options, ID 0, or id for the frame cut at that place from a GSO send,
+// gso.go), and the ICRC computed over it is good if the sender was one of
 // them; otherwise the ICRC cannot be checked (rxe uses non-zero IDs), and
 // the frame is passed on as unverifiable.
-func (r *rxRing) buildUDP4(p *link.Packet, n int, name, oob []byte) bool {
+func (r *rxRing) buildUDP4(p *link.Packet, n int, name []byte, m *rxMeta, id uint16) bool {
 	if n < wire.MinPacketSize || binary.NativeEndian.Uint16(name[0:2]) != unix.AF_INET {
 		r.l.c.rxDrops[ReasonMalformed].Add(1)
 		return false
 	}
-	m := rxMeta{dst: r.sock.addr}
-	parseCmsgs(oob, false, &m)
-	r.countOverflow(&m)
 	src := netip.AddrFrom4([4]byte(name[4:8]))
 	sport := binary.BigEndian.Uint16(name[2:4])
 
@@ -307,6 +365,7 @@ func (r *rxRing) buildUDP4(p *link.Packet, n int, name, oob []byte) bool {
 	ip.Encode(&wire.IPv4Fields{
 		TOS:         m.tclass,
 		TotalLength: uint16(wire.IPv4MinimumSize + wire.UDPSize + n),
+		ID:          id,
 		DF:          true,
 		TTL:         m.hopLimit,
 		Protocol:    wire.IPProtocolUDP,
@@ -318,10 +377,18 @@ func (r *rxRing) buildUDP4(p *link.Packet, n int, name, oob []byte) bool {
 	udp.Encode(&wire.UDPFields{SrcPort: sport, DstPort: r.sock.port, Length: uint16(wire.UDPSize + n)})
 	pkt := buf[r.headroom : r.headroom+n]
 	p.Data = buf[start : r.headroom+n]
-	if wire.ICRCIPv4(ip, udp, pkt) == binary.LittleEndian.Uint32(pkt[n-wire.ICRCSize:]) {
+	stored := binary.LittleEndian.Uint32(pkt[n-wire.ICRCSize:])
+	p.ICRC = link.ICRCUnverifiable
+	if wire.ICRCIPv4(ip, udp, pkt) == stored {
 		p.ICRC = link.ICRCGood
-	} else {
-		p.ICRC = link.ICRCUnverifiable
+	} else if id != 0 {
+		// Frames of one sender that GRO coalesced, each sent alone
+		// with ID 0 (gso=off, or a sender with no GSO).
+		ip.SetID(0)
+		ip.SetChecksum(ip.CalculateChecksum())
+		if wire.ICRCIPv4(ip, udp, pkt) == stored {
+			p.ICRC = link.ICRCGood
+		}
 	}
 	return true
 }
@@ -329,14 +396,11 @@ func (r *rxRing) buildUDP4(p *link.Packet, n int, name, oob []byte) bool {
 // buildUDP6 is buildUDP4 for IPv6, where every field the ICRC covers is
 // known (traffic class, flow label and hop limit are masked), so the ICRC
 // is always checked. The flow label is written as 0.
-func (r *rxRing) buildUDP6(p *link.Packet, n int, name, oob []byte) bool {
+func (r *rxRing) buildUDP6(p *link.Packet, n int, name []byte, m *rxMeta) bool {
 	if n < wire.MinPacketSize || binary.NativeEndian.Uint16(name[0:2]) != unix.AF_INET6 {
 		r.l.c.rxDrops[ReasonMalformed].Add(1)
 		return false
 	}
-	m := rxMeta{dst: r.sock.addr}
-	parseCmsgs(oob, true, &m)
-	r.countOverflow(&m)
 	src := netip.AddrFrom16([16]byte(name[8:24]))
 	sport := binary.BigEndian.Uint16(name[2:4])
 

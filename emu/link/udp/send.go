@@ -20,9 +20,10 @@ import (
 // so one slice serves both sockets (wireguard-go conn/bind_std.go).
 var _ ipv6.Message = ipv4.Message{}
 
-// txOOBSize holds the two control messages a datagram carries: IP_TOS and
-// IP_TTL, or IPV6_TCLASS and IPV6_HOPLIMIT (CMSG_SPACE(sizeof(int)) each).
-const txOOBSize = 48
+// txOOBSize holds the control messages a datagram carries: IP_TOS and
+// IP_TTL, or IPV6_TCLASS and IPV6_HOPLIMIT (CMSG_SPACE(sizeof(int)) each),
+// and UDP_SEGMENT on the first datagram of a GSO send (gso.go).
+const txOOBSize = 48 + gsoCmsgSpace
 
 // txSlot is the per-message state of one UDP datagram to send, kept
 // across calls so that building a message allocates nothing.
@@ -31,13 +32,25 @@ type txSlot struct {
 	oob  [txOOBSize]byte
 	ip   [16]byte
 	addr net.UDPAddr
+	loc  located // where the frame's parts are (renumber reads ipHL)
 }
 
 // txGroup collects the datagrams one socket sends in one call.
 type txGroup struct {
 	sock  *udpSock
-	msgs  []ipv4.Message
+	msgs  []ipv4.Message // one per datagram, in order
 	slots []*txSlot
+
+	// What is sent (planSends): out[k] carries segs[k] datagrams from
+	// msgs[first[k]], as one GSO send when segs[k] > 1, whose buffers
+	// are in iov.
+	out   []ipv4.Message
+	segs  []int
+	first []int
+	iov   [][]byte
+	// shapes caches ICRC ID deltas for renumber.
+	shapes    [4]wire.ICRCIDDeltas
+	nextShape int
 }
 
 // sendCtx is the state of one Send: the messages being built, per socket,
@@ -267,6 +280,7 @@ func (c *sendCtx) add(l *Link, p *link.Packet, loc *located, sock *udpSock) {
 		g.slots = append(g.slots, &txSlot{})
 	}
 	s := g.slots[i]
+	s.loc = *loc
 	s.bufs[0] = frame[loc.payload : loc.payload+loc.payloadLen()]
 	dst := loc.dstAddr(frame)
 	if loc.v6 {
@@ -329,6 +343,8 @@ func (l *Link) flush(ctx *sendCtx) {
 			g.slots[i].bufs[0] = nil
 			g.msgs[i] = ipv4.Message{}
 		}
+		clear(g.out)
+		clear(g.iov)
 		g.msgs = g.msgs[:0]
 		g.sock = nil
 		ctx.spare = append(ctx.spare, g)
@@ -347,13 +363,21 @@ func (l *Link) flush(ctx *sendCtx) {
 	ctx.pkts = ctx.pkts[:0]
 }
 
-// writeUDP sends a group's datagrams with sendmmsg (x/net WriteBatch),
-// looping on partial writes (wireguard-go StdNetBind.send) past the
-// message that stopped the call (see sent). MSG_DONTWAIT:
-// a full socket buffer is a full transmit queue and drops, rather than
-// parking a device worker that serves other QPs.
+// writeUDP sends a group's datagrams, runs of them as GSO sends where
+// they can (planSends).
 func (l *Link) writeUDP(g *txGroup) {
-	msgs := g.msgs
+	l.planSends(g)
+	l.sendMsgs(g, g.out, g.segs)
+}
+
+// sendMsgs sends msgs with sendmmsg (x/net WriteBatch), looping on
+// partial writes (wireguard-go StdNetBind.send) past the message that
+// stopped the call (see sent); msgs[k] carries segs[k] datagrams (segs
+// nil: one each). A GSO send the kernel refuses is sent again datagram by
+// datagram (gsoFallback). MSG_DONTWAIT: a full socket buffer is a full
+// transmit queue and drops, rather than parking a device worker that
+// serves other QPs.
+func (l *Link) sendMsgs(g *txGroup, msgs []ipv4.Message, segs []int) {
 	for i := 0; i < len(msgs); {
 		end := min(len(msgs), i+maxBatch)
 		var n int
@@ -364,23 +388,44 @@ func (l *Link) writeUDP(g *txGroup) {
 			n, err = g.sock.v6.WriteBatch(msgs[i:end], unix.MSG_DONTWAIT)
 		}
 		if n > 0 {
-			i += l.sent(n, end-i)
+			if segs != nil {
+				l.countGSO(segs, i, n)
+			}
+			i += l.sent(n, end-i, segs, i)
 			continue
 		}
-		i += l.sendFailed(err, len(msgs)-i)
+		if segs != nil && segs[i] > 1 && gsoRefused(err) {
+			l.gsoFallback(g, i, err)
+			i++
+			continue
+		}
+		i += l.sendFailed(err, len(msgs)-i, segs, i)
 	}
 }
 
-// sent counts a sendmmsg call that sent n of want messages and returns how
-// many to move past: a partial call stopped at a message that failed
-// (ReasonUnreported), which is lost too.
-func (l *Link) sent(n, want int) int {
+// frames returns how many datagrams msgs [i, i+n) carry (segs nil: one
+// each).
+func frames(segs []int, i, n int) uint64 {
+	if segs == nil {
+		return uint64(n)
+	}
+	var f int
+	for _, s := range segs[i : i+n] {
+		f += s
+	}
+	return uint64(f)
+}
+
+// sent counts a sendmmsg call that sent n of want messages, starting at
+// message i, and returns how many to move past: a partial call stopped at
+// a message that failed (ReasonUnreported), whose datagrams are lost too.
+func (l *Link) sent(n, want int, segs []int, i int) int {
 	l.c.sendCalls.Add(1)
 	if n >= want {
 		return n
 	}
 	l.c.partial.Add(1)
-	l.c.txDrops[ReasonUnreported].Add(1)
+	l.c.txDrops[ReasonUnreported].Add(frames(segs, i+n, 1))
 	return n + 1
 }
 
@@ -402,20 +447,21 @@ func (l *Link) writePacket(ctx *sendCtx) {
 		end := min(len(hdrs), i+maxBatch)
 		n, err := ctx.pm.send(hdrs[i:end])
 		if n > 0 {
-			i += l.sent(n, end-i)
+			i += l.sent(n, end-i, nil, i)
 			continue
 		}
-		i += l.sendFailed(err, len(hdrs)-i)
+		i += l.sendFailed(err, len(hdrs)-i, nil, i)
 	}
 	for i := range ctx.phdrs {
 		ctx.phdrs[i] = unix.Mmsghdr{}
 	}
 }
 
-// sendFailed counts a failed send of the first of rest messages and
-// returns how many of them to give up: one for errors that concern that
-// message, all for a closed socket or a full queue.
-func (l *Link) sendFailed(err error, rest int) int {
+// sendFailed counts a failed send of the first of rest messages, message
+// i of segs (nil: one datagram each), and returns how many of them to give
+// up: one for errors that concern that message, all for a closed socket or
+// a full queue; the count is of their datagrams.
+func (l *Link) sendFailed(err error, rest int, segs []int, i int) int {
 	var r Reason
 	skip := 1
 	switch {
@@ -438,7 +484,8 @@ func (l *Link) sendFailed(err error, rest int) int {
 	default:
 		r = ReasonSendError
 	}
-	if n := l.c.txDrops[r].Add(uint64(skip)); n == uint64(skip) && r != Reason(link.DropClosed) {
+	lost := frames(segs, i, skip)
+	if n := l.c.txDrops[r].Add(lost); n == lost && r != Reason(link.DropClosed) {
 		// The first of its kind is worth a line; the counters tell the
 		// rest.
 		l.log.Warn("send failed; counted as loss", zap.Stringer("reason", r), zap.Error(err))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/net/bpf"
@@ -33,6 +34,10 @@ type udpSock struct {
 	raw  syscall.RawConn
 	v4   *ipv4.PacketConn // sendmmsg for IPv4 (x/net WriteBatch)
 	v6   *ipv6.PacketConn // ... for IPv6
+
+	// noGSO is set once the kernel refused a GSO send from this socket
+	// (gso.go gsoFallback).
+	noGSO atomic.Bool
 }
 
 // openUDP binds addr:4791 and sets the options the link relies on. With
@@ -112,6 +117,9 @@ func setUDPOptions(fd int, v6 bool, bufSize int, discard bool) error {
 		}
 	}
 	setBuffers(fd, bufSize)
+	// Coalesced datagrams whole (gro.go); a discarding socket then drops
+	// a GSO send once instead of cutting it up first.
+	setGRO(fd)
 	if discard {
 		return attachFilter(fd, dropAll)
 	}
@@ -197,19 +205,21 @@ func wrapPacket(fd int, name string) (*packetSock, error) {
 	return &packetSock{fd: fd, file: f, raw: raw}, nil
 }
 
-// openPacketRecv opens the packet-mode receive socket: SOCK_DGRAM, so that
-// the kernel strips whatever link-layer header the device has and the
-// data starts at the IP header on loopback, veth and Ethernet alike (the
-// sender's MAC is in the sockaddr_ll), bound to every interface of the
-// namespace (ifindex 0: frames for the port's addresses reach it on lo
-// when the sender is local, whatever interface holds the address). It
-// ignores outgoing frames (PACKET_IGNORE_OUTGOING, Linux 4.20; the filter
-// also rejects them, since without it a loopback frame is seen twice, once
-// leaving and once arriving), and its filter passes only UDP to 4791 for
-// the port's addresses. The filter is attached before the bind so that
-// nothing unfiltered is ever queued.
+// openPacketRecv opens the packet-mode receive socket: SOCK_RAW with
+// PACKET_VNET_HDR, so that each packet comes after a virtio header saying
+// whether it is a GSO packet to cut (gro.go; the header is refused on
+// SOCK_DGRAM sockets), bound to every interface of the namespace (ifindex
+// 0: frames for the port's addresses reach it on lo when the sender is
+// local, whatever interface holds the address). The link-layer header in
+// front of the IP header is Ethernet's on loopback, veth and Ethernet, and
+// none on IP tunnels (gro.go buildPacketMsg). It ignores outgoing frames
+// (PACKET_IGNORE_OUTGOING, Linux 4.20; the filter also rejects them, since
+// without it a loopback frame is seen twice, once leaving and once
+// arriving), and its filter passes only UDP to 4791 for the port's
+// addresses. The filter is attached before the bind so that nothing
+// unfiltered is ever queued.
 func openPacketRecv(addrs []netip.Addr, bufSize int) (*packetSock, error) {
-	fd, err := openPacket(unix.SOCK_DGRAM)
+	fd, err := openPacket(unix.SOCK_RAW)
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +229,9 @@ func openPacketRecv(addrs []netip.Addr, bufSize int) (*packetSock, error) {
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil && !errors.Is(err, unix.ENOPROTOOPT) {
 		return fail(fmt.Errorf("udp: PACKET_IGNORE_OUTGOING: %w", err))
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+		return fail(fmt.Errorf("udp: PACKET_VNET_HDR: %w", err))
 	}
 	if err := attachFilter(fd, packetFilter(addrs)); err != nil {
 		return fail(fmt.Errorf("udp: packet filter: %w", err))
@@ -269,8 +282,9 @@ func canPacket() bool {
 }
 
 // packetFilter returns the classic BPF program of the packet receive
-// socket. SOCK_DGRAM packet sockets run it with the data at the network
-// header (af_packet.c packet_rcv), so offsets are IP-relative:
+// socket. Its loads are relative to the network header (SKF_NET_OFF,
+// include/uapi/linux/filter.h), whatever link-layer header the device
+// puts in front:
 //
 //	pkttype != PACKET_OUTGOING
 //	IPv4: protocol UDP, not a fragment, UDP dport 4791, daddr one of ours
@@ -286,6 +300,11 @@ func packetFilter(addrs []netip.Addr) []bpf.Instruction {
 	p, _ := buildPacketFilter(addrs, false)
 	return p
 }
+
+// netOff is SKF_NET_OFF (-0x100000) as the unsigned offset of a classic
+// BPF load: the kernel reads such loads from the network header on
+// (bpf_internal_load_pointer_neg_helper).
+const netOff = 0xfff00000
 
 // label names a jump target of the filter assembler.
 type label int
@@ -321,15 +340,15 @@ func buildPacketFilter(addrs []netip.Addr, byAddr bool) ([]bpf.Instruction, bool
 	jeq(unix.ETH_P_IPV6, lIPv6, lReject)
 
 	pos[lIPv4] = len(p)
-	add(bpf.LoadAbsolute{Off: 9, Size: 1})
+	add(bpf.LoadAbsolute{Off: netOff + 9, Size: 1})
 	jeq(unix.IPPROTO_UDP, lNone, lReject)
-	add(bpf.LoadAbsolute{Off: 6, Size: 2})
+	add(bpf.LoadAbsolute{Off: netOff + 6, Size: 2})
 	p = append(p, insn{in: bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: ipv4FlagMF | ipv4FragMask}, jt: lReject, jf: lNone})
-	add(bpf.LoadMemShift{Off: 0})
-	add(bpf.LoadIndirect{Off: 2, Size: 2})
+	add(bpf.LoadMemShift{Off: netOff})
+	add(bpf.LoadIndirect{Off: netOff + 2, Size: 2})
 	jeq(wire.RoCEv2Port, lNone, lReject)
 	if byAddr {
-		add(bpf.LoadAbsolute{Off: 16, Size: 4})
+		add(bpf.LoadAbsolute{Off: netOff + 16, Size: 4})
 		for _, a := range addrs {
 			if a.Is4() {
 				b := a.As4()
@@ -342,9 +361,9 @@ func buildPacketFilter(addrs []netip.Addr, byAddr bool) ([]bpf.Instruction, bool
 	}
 
 	pos[lIPv6] = len(p)
-	add(bpf.LoadAbsolute{Off: 6, Size: 1})
+	add(bpf.LoadAbsolute{Off: netOff + 6, Size: 1})
 	jeq(unix.IPPROTO_UDP, lNone, lReject)
-	add(bpf.LoadAbsolute{Off: wire.IPv6Size + 2, Size: 2})
+	add(bpf.LoadAbsolute{Off: netOff + wire.IPv6Size + 2, Size: 2})
 	jeq(wire.RoCEv2Port, lNone, lReject)
 	if byAddr {
 		for _, a := range addrs {
@@ -354,7 +373,7 @@ func buildPacketFilter(addrs []netip.Addr, byAddr bool) ([]bpf.Instruction, bool
 			nextPos = append(nextPos, len(p))
 			b := a.As16()
 			for w := range 4 {
-				add(bpf.LoadAbsolute{Off: 24 + 4*uint32(w), Size: 4})
+				add(bpf.LoadAbsolute{Off: netOff + 24 + 4*uint32(w), Size: 4})
 				v := uint32(b[4*w])<<24 | uint32(b[4*w+1])<<16 | uint32(b[4*w+2])<<8 | uint32(b[4*w+3])
 				if w < 3 {
 					jeq(v, lNone, lNext)

@@ -104,6 +104,15 @@ type Counters struct {
 	// random would otherwise get a second draw, and a 5% drop rule would
 	// cost far less than 5% (measured: TestNftablesLoss).
 	Partial uint64
+	// GSOSends counts UDP segmentation offload sends (gso.go) and
+	// GSOFrames the frames they carried; TxFrames/SendCalls counts a GSO
+	// send's frames one by one. GSORefused counts sockets that went back
+	// to one datagram per frame because the kernel refused a GSO send.
+	GSOSends, GSOFrames, GSORefused uint64
+	// GROReceives counts datagrams that arrived as one receive carrying
+	// several frames (a GSO send not cut up on the way, or coalesced by
+	// GRO) and GROFrames the frames the link cut them into.
+	GROReceives, GROFrames uint64
 	// Faults counts the faults injected into sent frames.
 	Faults link.FaultStats
 }
@@ -149,6 +158,11 @@ type counters struct {
 	sendCalls         atomic.Uint64
 	recvCalls         atomic.Uint64
 	partial           atomic.Uint64
+	gsoSends          atomic.Uint64
+	gsoFrames         atomic.Uint64
+	gsoRefused        atomic.Uint64
+	groReceives       atomic.Uint64
+	groFrames         atomic.Uint64
 }
 
 func (c *counters) snapshot() Counters {
@@ -162,6 +176,11 @@ func (c *counters) snapshot() Counters {
 		SendCalls:        c.sendCalls.Load(),
 		RecvCalls:        c.recvCalls.Load(),
 		Partial:          c.partial.Load(),
+		GSOSends:         c.gsoSends.Load(),
+		GSOFrames:        c.gsoFrames.Load(),
+		GSORefused:       c.gsoRefused.Load(),
+		GROReceives:      c.groReceives.Load(),
+		GROFrames:        c.groFrames.Load(),
 	}
 	for i := range s.TxDrops {
 		s.TxDrops[i] = c.txDrops[i].Load()

@@ -488,9 +488,10 @@ func (b *blocker) Receive(pkts []*link.Packet) {
 
 // TestReceiveOverflow: datagrams the kernel drops because the link did not
 // read them in time are counted (SO_RXQ_OVFL), so that sent = received +
-// overflow.
+// overflow. The sender sends one datagram per frame: the kernel counts
+// dropped datagrams, and a GSO send is one datagram of many frames.
 func TestReceiveOverflow(t *testing.T) {
-	a := newLink(t, udp.Config{Addrs: []netip.Addr{lo2}, Mode: udpMode})
+	a := newLink(t, udp.Config{Addrs: []netip.Addr{lo2}, Mode: udp.Mode{Send: udp.IOUDP, Recv: udp.IOUDP, NoGSO: true}})
 	b := newLink(t, udp.Config{Addrs: []netip.Addr{lo3}, Mode: udpMode, SocketBuffer: 64 << 10})
 	rb := &blocker{recorder: recorder{}, gate: make(chan struct{})}
 	b.Attach(rb)
