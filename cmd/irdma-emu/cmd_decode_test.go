@@ -502,7 +502,7 @@ func TestDecodeGSOHint(t *testing.T) {
 	frames := []decodeFrame{
 		{data: packet(wire.RCSendOnly, 0, 256)},
 		{data: run(wire.RCRDMAWriteMiddle, 3, 1024)}, // no middle packet is 3 MTUs long
-		{data: run(wire.RCSendOnly, 5, 1024)},       // a SEND longer than the largest MTU
+		{data: run(wire.RCSendOnly, 5, 1024)},        // a SEND longer than the largest MTU
 	}
 	for i := range frames {
 		frames[i].ci = gopacket.CaptureInfo{CaptureLength: len(frames[i].data), Length: len(frames[i].data)}

@@ -3,8 +3,8 @@ package udp_test
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
