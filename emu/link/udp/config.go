@@ -89,8 +89,11 @@ func ParseMode(s string) (Mode, error) {
 		}
 	}
 	m, err := parseDirections(s)
+	if err != nil {
+		return Mode{}, err
+	}
 	m.NoGSO = noGSO
-	return m, err
+	return m, nil
 }
 
 // cutLast is strings.Cut at the last sep.

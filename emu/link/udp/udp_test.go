@@ -461,6 +461,13 @@ func TestParseMode(t *testing.T) {
 		{"send=raw", udp.Mode{}, true},
 		{"send=udp,send=udp", udp.Mode{}, true},
 		{"", udp.Mode{}, true},
+		{"udp,gso=off", udp.Mode{Send: udp.IOUDP, Recv: udp.IOUDP, NoGSO: true}, false},
+		{"send=udp,recv=packet,gso=off", udp.Mode{Send: udp.IOUDP, Recv: udp.IOPacket, NoGSO: true}, false},
+		{"auto, gso = off", udp.Mode{NoGSO: true}, false},
+		{"packet,gso=on", udp.Mode{Send: udp.IOPacket, Recv: udp.IOPacket}, false},
+		{"gso=off", udp.Mode{}, true},
+		{"udp,gso=maybe", udp.Mode{}, true},
+		{"udp,gso=off,gso=off", udp.Mode{}, true},
 	} {
 		got, err := udp.ParseMode(c.in)
 		if (err != nil) != c.err || got != c.want {
