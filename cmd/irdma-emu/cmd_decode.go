@@ -40,6 +40,12 @@ SIDR status (docs/cm.md); "cm" in --json. A packet that cannot be decoded gets a
 with the reason. Other frames (ARP, ICMP, other UDP, ...) are skipped and
 counted in a summary line at the end.
 
+A capture taken on lo or veth holds a daemon's segmentation offload sends
+uncut: one datagram carrying a run of packets. decode cuts such a
+datagram into its packets as the kernel would (each line marked
+"[gso K/N]", "gso_part"/"gso_parts" in --json); one it cannot cut gets a
+hint (docs/transport.md "Segmentation offload").
+
 With --json each packet is one JSON object per line (numeric "opcode" and
 "opcode_name", "dqpn", "psn", "ackreq", "payload_len", "icrc_ok", header
 fields named <header>_<field>, "time", "src", "dst"; a packet that cannot
@@ -247,45 +253,83 @@ func (d *decoder) frame(n int, data []byte, ci gopacket.CaptureInfo, lt linkType
 		d.other++
 		return
 	}
-	d.roce++
 	ts := formatTime(ci.Timestamp)
+	if (err != nil && looksLikeGSO(f, err)) || (err == nil && f.VerifyICRC() != nil) {
+		// A daemon's segmentation offload send, captured uncut
+		// (decode_gso.go): each packet on its own.
+		if pkts, ok := cutGSO(lt, data); ok {
+			for k, p := range pkts {
+				d.roce++
+				if perr := wire.ParseFrame(p, f); perr != nil {
+					d.malformed++
+					d.printError(n, ts, f, perr.Error(), perr, "")
+					continue
+				}
+				d.packet(n, ts, f, gsoPart{k + 1, len(pkts)})
+			}
+			return
+		}
+	}
+	d.roce++
 	if err != nil {
 		d.malformed++
 		msg := err.Error()
 		if ci.CaptureLength < ci.Length && errors.Is(err, wire.ErrTruncated) {
 			msg += fmt.Sprintf(" (frame cut to %d of %d bytes by the capture)", ci.CaptureLength, ci.Length)
 		}
-		src, dst := endpoints(f)
 		hint := ""
 		if looksLikeGSO(f, err) {
 			hint = gsoHint
 		}
-		if d.json {
-			d.enc.Encode(jsonError{Frame: n, Time: ts, Src: src, Dst: dst, Error: msg, Reason: wire.ReasonOf(err).String(), Hint: hint})
-		} else {
-			fmt.Fprintf(d.out, "%5d %s %s → %s error: %s\n", n, ts, src, dst, msg)
-			if hint != "" {
-				fmt.Fprintf(d.out, "      hint: %s\n", hint)
-			}
-		}
+		d.printError(n, ts, f, msg, err, hint)
 		return
 	}
+	d.packet(n, ts, f, gsoPart{})
+}
+
+// gsoPart is the place of a packet in a segmentation offload send cut
+// apart by decode: packet K of N (N 0: a frame of its own).
+type gsoPart struct{ K, N int }
+
+// printError prints a packet that failed the gate.
+func (d *decoder) printError(n int, ts string, f *wire.Frame, msg string, err error, hint string) {
+	src, dst := endpoints(f)
+	if d.json {
+		d.enc.Encode(jsonError{Frame: n, Time: ts, Src: src, Dst: dst, Error: msg, Reason: wire.ReasonOf(err).String(), Hint: hint})
+		return
+	}
+	fmt.Fprintf(d.out, "%5d %s %s → %s error: %s\n", n, ts, src, dst, msg)
+	if hint != "" {
+		fmt.Fprintf(d.out, "      hint: %s\n", hint)
+	}
+}
+
+// packet prints a packet that passed the gate and counts its ICRC.
+func (d *decoder) packet(n int, ts string, f *wire.Frame, part gsoPart) {
 	icrcOK := f.VerifyICRC() == nil
 	if icrcOK {
 		d.ok++
 	} else {
 		d.bad++
 	}
+	hint := !icrcOK && looksLikeGSO(f, nil)
 	if d.json {
 		j := newJSONPacket(n, ts, f, icrcOK)
-		if !icrcOK && looksLikeGSO(f, nil) {
+		if hint {
 			j.Hint = gsoHint
+		}
+		if part.N > 0 {
+			j.GSOPart, j.GSOParts = part.K, part.N
 		}
 		d.enc.Encode(j)
 		return
 	}
-	d.out.WriteString(textLine(n, ts, f, icrcOK))
-	if !icrcOK && looksLikeGSO(f, nil) {
+	line := textLine(n, ts, f, icrcOK)
+	if part.N > 0 {
+		line = strings.TrimSuffix(line, "\n") + fmt.Sprintf(" [gso %d/%d]\n", part.K, part.N)
+	}
+	d.out.WriteString(line)
+	if hint {
 		fmt.Fprintf(d.out, "      hint: %s\n", gsoHint)
 	}
 }
@@ -462,6 +506,11 @@ type jsonPacket struct {
 	CM *jsonCM `json:"cm,omitempty"`
 	// Hint explains a bad ICRC that may be no packet's (gsoHint).
 	Hint string `json:"hint,omitempty"`
+	// GSOPart and GSOParts: packet GSOPart of the GSOParts of a
+	// segmentation offload send that the capture holds as one frame
+	// (decode_gso.go).
+	GSOPart  int `json:"gso_part,omitempty"`
+	GSOParts int `json:"gso_parts,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -542,8 +591,8 @@ type jsonError struct {
 // segmentation offload send, which the kernel cuts only at the receiver
 // (docs/transport.md "Segmentation offload").
 const gsoHint = "several RoCEv2 packets in one datagram? A capture on lo or veth shows an " +
-	"irdma-emu daemon's segmentation offload send uncut: record with the daemon's --pcap, " +
-	"or run it with --transport …,gso=off (docs/transport.md \"Segmentation offload\")"
+	"irdma-emu daemon's segmentation offload send uncut, and this one could not be cut apart: " +
+	"record with the daemon's --pcap, or run it with --transport …,gso=off (docs/transport.md \"Segmentation offload\")"
 
 // looksLikeGSO reports whether a packet the gate refused, or one whose
 // ICRC is bad, may be a run of packets sent as one datagram: too long

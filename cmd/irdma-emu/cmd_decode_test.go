@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -467,17 +468,19 @@ func TestDecodeMatchesTshark(t *testing.T) {
 	}
 }
 
-// TestDecodeGSOHint: a datagram holding several RoCEv2 packets, as a
-// capture on lo or veth shows a daemon's segmentation offload send, gets
-// a hint that says so and how to capture frame by frame; a lone packet
-// does not. The datagrams are built here as the kernel hands such a send
-// to a capture: the packets back to back behind one IP and UDP header
-// whose lengths cover them all.
-func TestDecodeGSOHint(t *testing.T) {
+// TestDecodeGSO: a datagram holding several RoCEv2 packets, as a capture
+// on lo or veth shows a daemon's segmentation offload send, is cut into
+// its packets, each decoded with a good ICRC over the headers the
+// kernel's cut gives it (IPv4 IDs counting up); one that cannot be cut (a
+// packet in it corrupted) gets a hint that says what it may be and how to
+// capture frame by frame. The datagrams are built here as the kernel
+// hands such a send to a capture: the packets back to back, each sealed
+// for its ID, behind one IP and UDP header whose lengths cover them all.
+func TestDecodeGSO(t *testing.T) {
 	src, dst := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	packet := func(op wire.Opcode, psn, size int) []byte {
 		buf := make([]byte, 8192)
-		ff := wire.FrameFields{SrcIP: src, DstIP: dst, HopLimit: 64, SrcPort: wire.RoCEv2Port}
+		ff := wire.FrameFields{SrcIP: src, DstIP: dst, HopLimit: 64, SrcPort: wire.RoCEv2Port, IPID: uint16(psn)}
 		pf := wire.PacketFields{BTH: wire.BTHFields{Opcode: op, PKey: wire.DefaultPKey, DestQP: 0x11, PSN: wire.PSN(psn)}}
 		pf.RETH = wire.RETHFields{VA: 0x1000, RKey: 0x1234, DMALen: uint32(size)}
 		n, err := wire.BuildFrame(buf, &ff, &pf, make([]byte, size))
@@ -502,31 +505,60 @@ func TestDecodeGSOHint(t *testing.T) {
 	frames := []decodeFrame{
 		{data: packet(wire.RCSendOnly, 0, 256)},
 		{data: run(wire.RCRDMAWriteMiddle, 3, 1024)}, // no middle packet is 3 MTUs long
-		{data: run(wire.RCSendOnly, 5, 1024)},        // a SEND longer than the largest MTU
+		{data: run(wire.RCSendOnly, 5, 1000)},       // one SEND's ICRC cannot cover five
+		{data: run(wire.RCSendOnly, 4, 2048)},       // its last packet corrupted below
+		{data: run(wire.RCSendOnly, 3, 2048)},       // its first packet corrupted below
 	}
+	// The fourth packet of frame 4: the cut still holds (the first
+	// packet gives the size), and that packet alone is bad.
+	f4 := frames[3].data
+	f4[len(f4)-100] ^= 0x40
+	// The first packet of frame 5: no cut holds, so the frame is one
+	// SEND longer than any packet: malformed, with the hint.
+	frames[4].data[wire.EthernetSize+wire.IPv4MinimumSize+wire.UDPSize+100] ^= 0x40
 	for i := range frames {
 		frames[i].ci = gopacket.CaptureInfo{CaptureLength: len(frames[i].data), Length: len(frames[i].data)}
 	}
 	p := decodeWritePcap(t, "gso.pcap", 1, frames)
-	_, out, _ := decodeRun(p)
-	if n := strings.Count(out, "hint: several RoCEv2 packets in one datagram?"); n != 2 {
-		t.Errorf("%d hints, want one for each of the 2 runs:\n%s", n, out)
+	code, out, _ := decodeRun(p)
+	if code != exitFail {
+		t.Errorf("exit %d, want %d (bad ICRCs)", code, exitFail)
 	}
-	if strings.Index(out, "hint:") < strings.Index(out, "\n    2 ") {
-		t.Errorf("a hint before the second frame's line:\n%s", out)
+	for _, want := range []string{
+		"[gso 1/3]", "[gso 3/3]", "[gso 1/5]", "[gso 5/5]",
+		"psn=3 ackreq=0 len=2048 icrc=BAD", "[gso 4/4]",
+		"hint: several RoCEv2 packets in one datagram?",
+		"14 RoCEv2 packets (12 icrc ok, 1 bad, 1 malformed), 0 other frames skipped\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "hint:"); n != 1 {
+		t.Errorf("%d hints, want 1 (the corrupted run):\n%s", n, out)
 	}
 	_, js, _ := decodeRun("--json", p)
-	var hints int
+	var parts, psns []int
 	for _, l := range strings.Split(strings.TrimSpace(js), "\n") {
-		var m map[string]any
+		var m struct {
+			Part  int    `json:"gso_part"`
+			Parts int    `json:"gso_parts"`
+			PSN   int    `json:"psn"`
+			OK    bool   `json:"icrc_ok"`
+			Hint  string `json:"hint"`
+		}
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("%q: %v", l, err)
 		}
-		if h, _ := m["hint"].(string); strings.Contains(h, "gso=off") {
-			hints++
+		if m.Parts > 0 {
+			if m.OK == (m.Parts == 4 && m.Part == 4) {
+				t.Errorf("packet %d/%d: ICRC ok %v", m.Part, m.Parts, m.OK)
+			}
+			parts = append(parts, m.Part)
+			psns = append(psns, m.PSN)
 		}
 	}
-	if hints != 2 {
-		t.Errorf("%d JSON hints, want 2:\n%s", hints, js)
+	if want := []int{1, 2, 3, 1, 2, 3, 4, 5, 1, 2, 3, 4}; !slices.Equal(parts, want) || !slices.Equal(psns, []int{0, 1, 2, 0, 1, 2, 3, 4, 0, 1, 2, 3}) {
+		t.Errorf("parts %v, PSNs %v; want %v and the PSNs in order", parts, psns, want)
 	}
 }

@@ -431,8 +431,8 @@ func (r *emuRig) checkCapture(t *testing.T) {
 
 	// irdma-emu's side: every frame rxe sent was received and verified.
 	l := stats.Port.Link
-	t.Logf("irdma-emu link: mode %s, tx %d rx %d frames, icrc good %d unverifiable %d bad %d, tx drops %v, rx drops %v; port drops %v",
-		l.Mode, l.TxFrames, l.RxFrames, l.ICRCGood, l.ICRCUnver, l.ICRCBad, l.TxDrops, l.RxDrops, nonZero(stats.Port.Drops))
+	t.Logf("irdma-emu link: mode %s, tx %d rx %d frames, icrc good %d unverifiable %d bad %d, tx drops %v, rx drops %v; port drops %v; %d GSO sends of %d frames (cut by the host's kernel for the tap), %d refused",
+		l.Mode, l.TxFrames, l.RxFrames, l.ICRCGood, l.ICRCUnver, l.ICRCBad, l.TxDrops, l.RxDrops, nonZero(stats.Port.Drops), l.GSOSends, l.GSOFrames, l.GSORefused)
 	if l.RxFrames != uint64(toHost) || l.ICRCGood != uint64(toHost) || l.ICRCUnver != 0 || l.ICRCBad != 0 {
 		t.Errorf("irdma-emu received %d frames (icrc good %d, unverifiable %d, bad %d); the capture has %d from rxe",
 			l.RxFrames, l.ICRCGood, l.ICRCUnver, l.ICRCBad, toHost)
