@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/irdma-emu/irdma-emu/attach"
+	"github.com/irdma-emu/irdma-emu/driver"
 )
 
 // The post notification (docs/attach.md "NOTIFY", docs/dataplane.md "Idle
@@ -161,23 +162,40 @@ func (s *Session) readNotify(n *notifier) {
 			continue
 		}
 		// The client set its QP's bit before it wrote the eventfd, so the
-		// bit is set by now; a bit set after this pass comes with a write
-		// of its own, read next. The bits are swapped out word by word: a
-		// post that finds its bit still set writes no eventfd (docs/
-		// attach.md), and this pass serves it.
+		// bit is set by now. A post that finds its QP's bit set writes no
+		// eventfd (docs/attach.md), so the bits stay set while their QPs
+		// run: the posts a program makes meanwhile are taken up by that
+		// run or the next without a notification each. Then they are
+		// cleared, and each QP is rung once more for what was posted
+		// between its run and the clear (Notify passes over a QP with
+		// nothing posted); a post after that finds its bit clear and
+		// writes the eventfd, read next.
 		hi := s.qpHi.Load()
 		for w := range notifyQPBits / 64 {
 			word := n.word64(notifyQPBitsOff + 8*w)
-			if atomic.LoadUint64(word) == 0 {
+			v := atomic.LoadUint64(word)
+			if v == 0 {
 				continue
 			}
-			for v := atomic.SwapUint64(word, 0); v != 0; v &= v - 1 {
-				for id := uint32(64*w + bits.TrailingZeros64(v)); id <= hi; id += notifyQPBits {
-					if _, ok := qps[id]; ok {
-						p.notifyNamed.Add(1)
-						p.cfg.DataPlane.Notify(id)
-					}
+			s.ringBits(w, v, hi, qps, true)
+			atomic.AndUint64(word, ^v)
+			s.ringBits(w, v, hi, qps, false)
+		}
+	}
+}
+
+// ringBits rings the QPs of this context that the bits v of notify word w
+// name (a bit names every QP id that is its index modulo notifyQPBits, up
+// to hi), counting them when first.
+func (s *Session) ringBits(w int, v uint64, hi uint32, qps map[uint32]*driver.QP, first bool) {
+	p := s.p
+	for ; v != 0; v &= v - 1 {
+		for id := uint32(64*w + bits.TrailingZeros64(v)); id <= hi; id += notifyQPBits {
+			if _, ok := qps[id]; ok {
+				if first {
+					p.notifyNamed.Add(1)
 				}
+				p.cfg.DataPlane.Notify(id)
 			}
 		}
 	}

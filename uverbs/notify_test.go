@@ -166,10 +166,13 @@ func TestNotify(t *testing.T) {
 }
 
 // TestNotifyNamed: a context that asked attach.NotifyQPBits has only the
-// QPs whose bits it set rung, each bit cleared by the pass that rings it;
-// a bit of another context's QP, of no QP, or no bit at all rings
-// nothing, and every bit set rings each of the context's QPs once. A
-// NOTIFY without the flag brings back the ring of every QP.
+// QPs whose bits it set rung, each bit cleared by the pass that rings it:
+// rung while the bit is held (the program's posts meanwhile notify
+// nothing), then once more after it is cleared, for what was posted in
+// between (the engine passes over a QP with nothing posted, this fake does
+// not); a bit of another context's QP, of no QP, or no bit at all rings
+// nothing, and every bit set rings each of the context's QPs twice so. A
+// NOTIFY without the flag brings back the ring of every QP, once.
 func TestNotifyNamed(t *testing.T) {
 	dp := &fakeDataPlane{rung: make(chan uint32, 16)}
 	e := newEnvWith(t, func(c *uverbs.Config) { c.DataPlane = dp })
@@ -196,8 +199,10 @@ func TestNotifyNamed(t *testing.T) {
 		t.Helper()
 		set(want)
 		notifyWrite(t, efd, 1)
-		if id := dp.ring(t, what); id != want {
-			t.Fatalf("%s: QP %d rung, want %d", what, id, want)
+		for _, pass := range []string{"held", "cleared"} {
+			if id := dp.ring(t, what); id != want {
+				t.Fatalf("%s, bit %s: QP %d rung, want %d", what, pass, id, want)
+			}
 		}
 	}
 	next("QP 2 named", qpn2)
@@ -214,16 +219,22 @@ func TestNotifyNamed(t *testing.T) {
 	// A write with no bit set: nothing.
 	notifyWrite(t, efd, 1)
 	next("after an empty notification", qpn1)
-	// Every bit: each of the context's QPs once.
+	// Every bit: each of the context's QPs once a pass.
 	for i := range uint32(8 * (4096 - 128) / 64) {
 		atomic.StoreUint64(word(i), ^uint64(0))
 	}
 	notifyWrite(t, efd, 1)
 	got := map[uint32]int{}
-	got[dp.ring(t, "every bit")]++
-	got[dp.ring(t, "every bit")]++
-	if got[qpn1] != 1 || got[qpn2] != 1 {
-		t.Fatalf("every bit rang %v, want QPs %d and %d once", got, qpn1, qpn2)
+	for range 4 {
+		got[dp.ring(t, "every bit")]++
+	}
+	if got[qpn1] != 2 || got[qpn2] != 2 {
+		t.Fatalf("every bit rang %v, want QPs %d and %d twice", got, qpn1, qpn2)
+	}
+	for i := range uint32(8 * (4096 - 128) / 64) {
+		if v := atomic.LoadUint64(word(i)); v != 0 {
+			t.Fatalf("word %d still %#x after every bit", i, v)
+		}
 	}
 	next("after every bit", qpn2)
 	// Writes close together coalesce into one read of the eventfd.
