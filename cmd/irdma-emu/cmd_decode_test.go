@@ -505,9 +505,9 @@ func TestDecodeGSO(t *testing.T) {
 	frames := []decodeFrame{
 		{data: packet(wire.RCSendOnly, 0, 256)},
 		{data: run(wire.RCRDMAWriteMiddle, 3, 1024)}, // no middle packet is 3 MTUs long
-		{data: run(wire.RCSendOnly, 5, 1000)},       // one SEND's ICRC cannot cover five
-		{data: run(wire.RCSendOnly, 4, 2048)},       // its last packet corrupted below
-		{data: run(wire.RCSendOnly, 3, 2048)},       // its first packet corrupted below
+		{data: run(wire.RCSendOnly, 5, 1000)},        // one SEND's ICRC cannot cover five
+		{data: run(wire.RCSendOnly, 4, 2048)},        // its last packet corrupted below
+		{data: run(wire.RCSendOnly, 3, 2048)},        // its first packet corrupted below
 	}
 	// The fourth packet of frame 4: the cut still holds (the first
 	// packet gives the size), and that packet alone is bad.

@@ -73,22 +73,16 @@ func cutGSO(lt linkType, data []byte) ([][]byte, bool) {
 		return nil, false
 	}
 	ip := data[off:]
-	var hl, total int // IP + UDP header length; IP packet length
-	switch et {
-	case wire.EtherTypeIPv4:
-		if len(ip) < wire.IPv4MinimumSize || ip[0]>>4 != 4 || ip[9] != wire.IPProtocolUDP {
-			return nil, false
-		}
-		hl = int(ip[0]&0x0f)*4 + wire.UDPSize
-		total = int(binary.BigEndian.Uint16(ip[2:]))
-	case wire.EtherTypeIPv6:
-		if len(ip) < wire.IPv6Size || ip[0]>>4 != 6 || ip[6] != wire.IPProtocolUDP {
-			return nil, false
-		}
-		hl = wire.IPv6Size + wire.UDPSize
-		total = wire.IPv6Size + int(binary.BigEndian.Uint16(ip[4:]))
-	default:
+	if len(ip) < 1 || (et == wire.EtherTypeIPv4) != (ip[0]>>4 == 4) {
 		return nil, false
+	}
+	hl, ok := wire.GSOHeaderLen(ip, len(ip))
+	if !ok || et != wire.EtherTypeIPv4 && et != wire.EtherTypeIPv6 {
+		return nil, false
+	}
+	total := int(binary.BigEndian.Uint16(ip[2:])) // IPv4 total length
+	if et == wire.EtherTypeIPv6 {
+		total = wire.IPv6Size + int(binary.BigEndian.Uint16(ip[4:]))
 	}
 	if total > len(ip) || total < hl+2*wire.MinPacketSize ||
 		wire.UDP(ip[hl-wire.UDPSize:]).DestinationPort() != wire.RoCEv2Port {
@@ -110,7 +104,7 @@ func cutGSO(lt linkType, data []byte) ([][]byte, bool) {
 		binary.BigEndian.PutUint16(eth[12:], et)
 		copy(f[wire.EthernetSize:], ip[:hl])
 		copy(f[wire.EthernetSize+hl:], run[at:at+n])
-		cutHeaders(f[wire.EthernetSize:wire.EthernetSize+hl], n, uint16(k))
+		wire.SetGSOSegmentHeaders(f[wire.EthernetSize:wire.EthernetSize+hl], n, uint16(k))
 		out = append(out, f)
 	}
 	return out, true
@@ -134,7 +128,7 @@ next:
 			}
 		}
 		copy(probe, hdr)
-		cutHeaders(probe, size, 0)
+		wire.SetGSOSegmentHeaders(probe, size, 0)
 		pkt := run[:size]
 		udp := wire.UDP(probe[len(probe)-wire.UDPSize:])
 		var icrc uint32
@@ -148,20 +142,4 @@ next:
 		}
 	}
 	return 0, false
-}
-
-// cutHeaders gives the IP and UDP headers hdr of packet k of a run the
-// lengths for n bytes of UDP payload and, for IPv4, the send's ID plus k
-// and a new header checksum, as the kernel's cut writes them.
-func cutHeaders(hdr []byte, n int, k uint16) {
-	udp := wire.UDP(hdr[len(hdr)-wire.UDPSize:])
-	udp.SetLength(uint16(wire.UDPSize + n))
-	if hdr[0]>>4 == 6 {
-		wire.IPv6(hdr).SetPayloadLength(uint16(wire.UDPSize + n))
-		return
-	}
-	ip := wire.IPv4(hdr[:len(hdr)-wire.UDPSize])
-	ip.SetTotalLength(uint16(len(hdr) + n))
-	ip.SetID(ip.ID() + k)
-	ip.SetChecksum(ip.CalculateChecksum())
 }

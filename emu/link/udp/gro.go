@@ -73,6 +73,32 @@ func (r *rxRing) copyOut(i int, p *link.Packet, dst []byte, off int) {
 	}
 }
 
+// cutRest puts the frames after the first of a datagram carrying n bytes
+// of payload in frames of size bytes each (the last may be shorter) into
+// r.extra: frame k's payload, which starts at datagram offset base+k*size
+// of slot i, is copied into a pool packet at its place for the kind of
+// ring (after the headers build writes), and build makes the frame of it.
+func (r *rxRing) cutRest(i int, p *link.Packet, n, size, base int, build func(q *link.Packet, k, seg int) bool) {
+	at := r.headroom
+	if r.kind == rxPacket {
+		at = base // the IP and UDP headers go in front (build)
+	}
+	for k, off := 1, size; off < n; k, off = k+1, off+size {
+		q := r.l.pool.Get()
+		if q == nil {
+			r.l.c.rxDrops[link.DropNoBuffer].Add(1)
+			continue
+		}
+		seg := min(size, n-off)
+		r.copyOut(i, p, q.Buf()[at:at+seg], base+off)
+		if !build(q, k, seg) {
+			q.Release()
+			continue
+		}
+		r.extra = append(r.extra, q)
+	}
+}
+
 // buildUDPMsg builds the frames of a UDP socket's datagram of n bytes:
 // one, or, for a coalesced one (m.gro), one per m.gro bytes.
 func (r *rxRing) buildUDPMsg(i int, p *link.Packet, n int, name []byte, m *rxMeta) bool {
@@ -89,26 +115,12 @@ func (r *rxRing) buildUDPMsg(i int, p *link.Packet, n int, name []byte, m *rxMet
 		r.l.c.groReceives.Add(1)
 		r.l.c.groFrames.Add(uint64((n + size - 1) / size))
 	}
-	for k, off := 1, size; off < n; k, off = k+1, off+size {
-		q := r.l.pool.Get()
-		if q == nil {
-			r.l.c.rxDrops[link.DropNoBuffer].Add(1)
-			continue
-		}
-		seg := min(size, n-off)
-		r.copyOut(i, p, q.Buf()[r.headroom:r.headroom+seg], off)
-		var ok bool
+	r.cutRest(i, p, n, size, 0, func(q *link.Packet, k, seg int) bool {
 		if r.kind == rxUDP4 {
-			ok = r.buildUDP4(q, seg, name, m, uint16(k))
-		} else {
-			ok = r.buildUDP6(q, seg, name, m)
+			return r.buildUDP4(q, seg, name, m, uint16(k))
 		}
-		if !ok {
-			q.Release()
-			continue
-		}
-		r.extra = append(r.extra, q)
-	}
+		return r.buildUDP6(q, seg, name, m)
+	})
 	if r.kind == rxUDP4 {
 		return r.buildUDP4(p, size, name, m, 0)
 	}
@@ -160,7 +172,7 @@ func (r *rxRing) buildPacketMsg(i int, p *link.Packet, n int, name []byte) bool 
 func (r *rxRing) cutPacket(i int, p *link.Packet, n int, name []byte, size int) bool {
 	buf := p.Buf()
 	ip := buf[packetHeadroom:]
-	hl, ok := gsoHeaderLen(ip, n)
+	hl, ok := wire.GSOHeaderLen(ip, n)
 	if !ok || size < wire.MinPacketSize || packetHeadroom+hl+size > link.BufferSize {
 		r.l.c.rxDrops[ReasonMalformed].Add(1)
 		return false
@@ -168,74 +180,19 @@ func (r *rxRing) cutPacket(i int, p *link.Packet, n int, name []byte, size int) 
 	payload := n - hl
 	if payload <= size {
 		// One frame: nothing to cut.
-		setGSOHeaders(ip[:hl], payload, 0)
+		wire.SetGSOSegmentHeaders(ip[:hl], payload, 0)
 		return r.buildPacket(p, n, name)
 	}
 	r.l.c.groReceives.Add(1)
 	r.l.c.groFrames.Add(uint64((payload + size - 1) / size))
-	for k, off := 1, size; off < payload; k, off = k+1, off+size {
-		q := r.l.pool.Get()
-		if q == nil {
-			r.l.c.rxDrops[link.DropNoBuffer].Add(1)
-			continue
-		}
-		seg := min(size, payload-off)
+	r.cutRest(i, p, payload, size, packetHeadroom+hl, func(q *link.Packet, k, seg int) bool {
 		qip := q.Buf()[packetHeadroom:]
 		copy(qip[:hl], ip[:hl])
-		r.copyOut(i, p, qip[hl:hl+seg], packetHeadroom+hl+off)
-		setGSOHeaders(qip[:hl], seg, uint16(k))
-		if !r.buildPacket(q, hl+seg, name) {
-			q.Release()
-			continue
-		}
-		r.extra = append(r.extra, q)
-	}
-	setGSOHeaders(ip[:hl], size, 0)
+		wire.SetGSOSegmentHeaders(qip[:hl], seg, uint16(k))
+		return r.buildPacket(q, hl+seg, name)
+	})
+	wire.SetGSOSegmentHeaders(ip[:hl], size, 0)
 	return r.buildPacket(p, hl+size, name)
-}
-
-// gsoHeaderLen returns the length of the IP and UDP headers in front of
-// the payload of a GSO packet of n bytes: IPv4 with its options, or IPv6
-// with UDP as the next header (RoCEv2 uses no extension headers).
-func gsoHeaderLen(ip []byte, n int) (int, bool) {
-	if n < 1 {
-		return 0, false
-	}
-	var hl int
-	switch ip[0] >> 4 {
-	case 4:
-		hl = int(ip[0]&0x0f)*4 + wire.UDPSize
-		if hl < wire.IPv4MinimumSize+wire.UDPSize || n < hl || ip[9] != wire.IPProtocolUDP {
-			return 0, false
-		}
-	case 6:
-		hl = wire.IPv6Size + wire.UDPSize
-		if n < hl || ip[6] != wire.IPProtocolUDP {
-			return 0, false
-		}
-	default:
-		return 0, false
-	}
-	return hl, true
-}
-
-// setGSOHeaders gives the IP and UDP headers hdr (hl bytes) of one frame
-// of a GSO packet what the kernel's segmentation writes: the lengths for
-// a payload of n bytes and, for IPv4, the ID plus k and a new header
-// checksum. The UDP checksum, covering the whole packet and masked out of
-// the ICRC, becomes 0 (IPv4: none; IPv6: what rxe sends).
-func setGSOHeaders(hdr []byte, n int, k uint16) {
-	udp := wire.UDP(hdr[len(hdr)-wire.UDPSize:])
-	udp.SetLength(uint16(wire.UDPSize + n))
-	udp.SetChecksum(0)
-	if hdr[0]>>4 == 6 {
-		wire.IPv6(hdr).SetPayloadLength(uint16(wire.UDPSize + n))
-		return
-	}
-	ip := wire.IPv4(hdr[:len(hdr)-wire.UDPSize])
-	ip.SetTotalLength(uint16(len(hdr) + n))
-	ip.SetID(ip.ID() + k)
-	ip.SetChecksum(ip.CalculateChecksum())
 }
 
 // setGRO asks a UDP socket for coalesced datagrams (UDP_GRO, Linux 5.0);
