@@ -26,11 +26,18 @@ import "github.com/irdma-emu/irdma-emu/emu/timing"
 // runner of its own, and none waits: with every runner taken the QP is
 // handed off.
 
-// runners is how many goroutines may run QPs inline at once: the link's
-// receive goroutine and the notification readers, rarely more than two at
-// a time on the machines this is tuned for; one more falls back to the
-// hand-off.
-const runners = 2
+// runners is how many runs may go on inline at once: the link's receive
+// goroutine and the notification readers, and the runs nested in them —
+// an inline run whose frames stay inside the device runs the receiving QP
+// inline too when it flushes, on a runner of its own, and that QP's answer
+// (the ACK) runs the first QP once more, on a third. With two, that third
+// run — the requester's completion — was handed to its worker, one
+// wake-up more on every hop between two QPs of one device
+// (docs/performance.md "The first WQE after a quiet, with many QPs": 7
+// alternated runs each, the first WRITE after 3 s of quiet between two
+// QPs of one program, median 665 → 448 µs; one-daemon ib_write_lat
+// t_typical 43–53 → 28–32 µs). One more falls back to the hand-off.
+const runners = 3
 
 // inlineOK reports whether the engine may run QPs outside its workers.
 func inlineOK(cfg *Config, clk timing.Clock) bool {
