@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"unsafe"
 
 	"go.uber.org/zap"
 	"golang.org/x/net/ipv4"
@@ -137,11 +136,12 @@ func (s *txSlot) sameDest(o *txSlot) bool {
 
 // renumber moves the ICRCs of the IPv4 datagrams msgs[j+1:k] of one GSO
 // send from ID 0, which kernelHeaders sealed them for, to the segment's ID
-// (1, 2, …), or back with undo.
+// (1, 2, …), or back with undo. Their IP headers have no options:
+// kernelHeaders refuses frames with any, since the socket sends none.
 func (g *txGroup) renumber(j, k int, undo bool) {
 	for m := j + 1; m < k; m++ {
 		pkt := g.slots[m].bufs[0]
-		d := g.deltas(g.slots[m].loc.ipHL, len(pkt))
+		d := g.deltas(wire.IPv4MinimumSize, len(pkt))
 		if d == nil {
 			continue // no ICRC shape: kernelHeaders refused it already
 		}
@@ -205,15 +205,6 @@ func (l *Link) gsoFallback(g *txGroup, k int, err error) {
 // putCmsgUint16 writes one control message carrying a u16 (UDP_SEGMENT:
 // udp_cmsg_send takes exactly CMSG_LEN(2)) and returns its aligned size.
 func putCmsgUint16(b []byte, level, typ int32, v uint16) int {
-	hdr := unix.CmsgLen(0)
-	clear(b[:unix.CmsgSpace(2)])
-	if unsafe.Sizeof(uintptr(0)) == 8 {
-		binary.NativeEndian.PutUint64(b[0:8], uint64(unix.CmsgLen(2)))
-	} else {
-		binary.NativeEndian.PutUint32(b[0:4], uint32(unix.CmsgLen(2)))
-	}
-	binary.NativeEndian.PutUint32(b[hdr-8:], uint32(level))
-	binary.NativeEndian.PutUint32(b[hdr-4:], uint32(typ))
-	binary.NativeEndian.PutUint16(b[hdr:], v)
+	binary.NativeEndian.PutUint16(putCmsgHeader(b, level, typ, 2), v)
 	return unix.CmsgSpace(2)
 }

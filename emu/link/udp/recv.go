@@ -261,20 +261,20 @@ func (r *rxRing) build(i int, p *link.Packet) bool {
 	}
 	name := r.names[i*rxNameSize : (i+1)*rxNameSize]
 	oob := r.oob[i*rxOOBSize : i*rxOOBSize+min(int(h.Hdr.Controllen), rxOOBSize)]
-	if r.kind == rxPacket {
-		var m rxMeta
-		parseCmsgs(oob, false, &m)
-		r.countOverflow(&m)
-		if n < vnetHdrSize {
-			r.l.c.rxDrops[ReasonMalformed].Add(1)
-			return false
-		}
-		return r.buildPacketMsg(i, p, n-vnetHdrSize, name)
+	var m rxMeta
+	if r.sock != nil {
+		m.dst = r.sock.addr
 	}
-	m := rxMeta{dst: r.sock.addr}
 	parseCmsgs(oob, r.kind == rxUDP6, &m)
 	r.countOverflow(&m)
-	return r.buildUDPMsg(i, p, n, name, &m)
+	if r.kind != rxPacket {
+		return r.buildUDPMsg(i, p, n, name, &m)
+	}
+	if n < vnetHdrSize {
+		r.l.c.rxDrops[ReasonMalformed].Add(1)
+		return false
+	}
+	return r.buildPacketMsg(i, p, n-vnetHdrSize, name)
 }
 
 // rxMeta is what the control messages of a datagram say about its IP

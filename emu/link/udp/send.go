@@ -32,7 +32,6 @@ type txSlot struct {
 	oob  [txOOBSize]byte
 	ip   [16]byte
 	addr net.UDPAddr
-	loc  located // where the frame's parts are (renumber reads ipHL)
 }
 
 // txGroup collects the datagrams one socket sends in one call.
@@ -280,7 +279,6 @@ func (c *sendCtx) add(l *Link, p *link.Packet, loc *located, sock *udpSock) {
 		g.slots = append(g.slots, &txSlot{})
 	}
 	s := g.slots[i]
-	s.loc = *loc
 	s.bufs[0] = frame[loc.payload : loc.payload+loc.payloadLen()]
 	dst := loc.dstAddr(frame)
 	if loc.v6 {
@@ -322,17 +320,23 @@ func putTxCmsgs(b []byte, v6 bool, tclass, hop uint8) int {
 // putCmsgInt writes one control message carrying an int and returns its
 // aligned size.
 func putCmsgInt(b []byte, level, typ, v int32) int {
+	binary.NativeEndian.PutUint32(putCmsgHeader(b, level, typ, 4), uint32(v))
+	return unix.CmsgSpace(4)
+}
+
+// putCmsgHeader writes the header of a control message with n bytes of
+// data, zeroes its aligned space, and returns the data's place.
+func putCmsgHeader(b []byte, level, typ int32, n int) []byte {
 	hdr := unix.CmsgLen(0)
-	l := unix.CmsgLen(4)
+	clear(b[:unix.CmsgSpace(n)])
 	if unsafe.Sizeof(uintptr(0)) == 8 {
-		binary.NativeEndian.PutUint64(b[0:8], uint64(l))
+		binary.NativeEndian.PutUint64(b[0:8], uint64(unix.CmsgLen(n)))
 	} else {
-		binary.NativeEndian.PutUint32(b[0:4], uint32(l))
+		binary.NativeEndian.PutUint32(b[0:4], uint32(unix.CmsgLen(n)))
 	}
 	binary.NativeEndian.PutUint32(b[hdr-8:], uint32(level))
 	binary.NativeEndian.PutUint32(b[hdr-4:], uint32(typ))
-	binary.NativeEndian.PutUint32(b[hdr:], uint32(v))
-	return unix.CmsgSpace(4)
+	return b[hdr : hdr+n]
 }
 
 // flush writes everything staged in ctx and releases the packets.
