@@ -73,11 +73,11 @@ func cutGSO(lt linkType, data []byte) ([][]byte, bool) {
 		return nil, false
 	}
 	ip := data[off:]
-	if len(ip) < 1 || (et == wire.EtherTypeIPv4) != (ip[0]>>4 == 4) {
+	if et != wire.EtherTypeIPv4 && et != wire.EtherTypeIPv6 || len(ip) < 1 || (et == wire.EtherTypeIPv4) != (ip[0]>>4 == 4) {
 		return nil, false
 	}
 	hl, ok := wire.GSOHeaderLen(ip, len(ip))
-	if !ok || et != wire.EtherTypeIPv4 && et != wire.EtherTypeIPv6 {
+	if !ok {
 		return nil, false
 	}
 	total := int(binary.BigEndian.Uint16(ip[2:])) // IPv4 total length
