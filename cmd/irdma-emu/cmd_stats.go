@@ -191,7 +191,8 @@ func formatStats(s daemon.Stats, prev *daemon.Stats, oneQP bool) string {
 			spec, l.Faults.Offered, l.Faults.Lost, l.Faults.Duplicated, l.Faults.Corrupted, l.Faults.Reordered)
 		lb := pt.Loopback
 		p("\nloopback (frames to the port's own GIDs, kept inside the device)\n")
-		p("  frames %d, bytes %d; multicast copies %d (no buffer %d)\n", lb.Frames, lb.Bytes, lb.Multicast, lb.NoBuffer)
+		p("  frames %d, bytes %d; multicast copies %d (no buffer %d); payload read from the sender's buffer %d\n",
+			lb.Frames, lb.Bytes, lb.Multicast, lb.NoBuffer, lb.Lent)
 		cy := s.Cycles
 		p("\nmodelled cycles (device clock %s)\n", hzHuman(cy.ClockHz))
 		p("  %-18s %12s %16s %16s %14s\n", "stage", "count", "bytes", "cycles", "time")

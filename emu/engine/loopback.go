@@ -112,7 +112,7 @@ func (p *port) ownGIDs() []netip.Addr {
 // device delivered to itself, multicast copies among them, and copies not
 // made for want of a packet buffer.
 type loopStats struct {
-	frames, bytes, mcast, noBuffer atomic.Uint64
+	frames, bytes, mcast, noBuffer, lent atomic.Uint64
 }
 
 // LoopbackStats are the frames the device delivered to itself rather than
@@ -129,11 +129,15 @@ type LoopbackStats struct {
 	// NoBuffer counts multicast copies not made because the packet pool
 	// was empty (the frame still went to the link).
 	NoBuffer uint64
+	// Lent counts the frames among Frames whose payload the receiving QP
+	// read straight from the sender's buffer (emu/qp dma.go, "Lending"):
+	// one copy of the payload instead of two.
+	Lent uint64
 }
 
 func (s *loopStats) snapshot() LoopbackStats {
 	return LoopbackStats{Frames: s.frames.Load(), Bytes: s.bytes.Load(), Multicast: s.mcast.Load(),
-		NoBuffer: s.noBuffer.Load()}
+		NoBuffer: s.noBuffer.Load(), Lent: s.lent.Load()}
 }
 
 // loop delivers frames the device sent to itself through the port's
@@ -157,12 +161,18 @@ func (p *port) loop(s *rxScratch, pkts []*link.Packet, mcast uint64) {
 		p.looper.Looped(pkts)
 	}
 	now := p.e.clock.Now()
-	var bytes uint64
+	var bytes, lent uint64
 	for _, pk := range pkts {
 		bytes += uint64(len(pk.Data))
+		if pk.Lent() != nil {
+			lent++
+		}
 	}
 	p.lb.frames.Add(uint64(len(pkts)))
 	p.lb.bytes.Add(bytes)
+	if lent != 0 {
+		p.lb.lent.Add(lent)
+	}
 	if mcast != 0 {
 		p.lb.mcast.Add(mcast)
 	}

@@ -514,3 +514,32 @@ func catchFault(old bool, err *error) {
 		*err = fmt.Errorf("memory fault at host address %#x: %w", be.Addr(), be)
 	}
 }
+
+// Borrow lends the n bytes at iova as a slice of the mapping, and holds
+// the region until the borrower calls Return on it: an Unmap in between
+// takes the region off the bus at once but keeps its backing until then.
+// It is how a payload moves from one buffer of the device's memory to
+// another without a copy in between (emu/qp, docs/dataplane.md
+// "Loopback"). Only a mapped region whose backing cannot shrink lends
+// (Alloc, Map of a sealed memfd): elsewhere ok is false — for an
+// unmapped or out-of-bounds range as well — and the caller copies with
+// Read, which reports the fault. n == 0 lends nothing.
+func (m *Memory) Borrow(iova IOVA, n int) (b []byte, r *Region, ok bool) {
+	if n <= 0 {
+		return nil, nil, false
+	}
+	r, off, err := m.begin(iova, n, OpRead)
+	if err != nil {
+		return nil, nil, false
+	}
+	if r.kind == kindIO || r.guard {
+		r.release()
+		return nil, nil, false
+	}
+	end := off + uint64(n)
+	return r.data[off:end:end], r, true
+}
+
+// Return ends a loan of Borrow: the region's backing may go once nothing
+// else holds it. Each loan is returned exactly once.
+func (r *Region) Return() { r.release() }

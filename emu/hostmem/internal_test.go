@@ -2,6 +2,7 @@ package hostmem
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -166,3 +167,79 @@ func TestLastLineSplit(t *testing.T) {
 }
 
 func setPanicOnFaultForTest(v bool) bool { return debug.SetPanicOnFault(v) }
+
+// TestBorrow: a mapped, sealed region lends a slice of itself that aliases
+// the bus and keeps the backing through an Unmap until Return; a MapIO
+// region, a guarded one (its memfd could shrink), an empty, unmapped or
+// out-of-bounds range lend nothing.
+func TestBorrow(t *testing.T) {
+	m := New()
+	defer m.Close()
+	r, err := m.Alloc(8192, 0, "lender")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(r.data[100:], "lent bytes")
+	b, l, ok := m.Borrow(r.IOVA()+100, 10)
+	if !ok || l != r || string(b) != "lent bytes" || cap(b) != 10 {
+		t.Fatalf("Borrow = %q (cap %d), %p, %v; want the 10 bytes of %p", b, cap(b), l, ok, r)
+	}
+	if err := m.Write(r.IOVA()+100, []byte("LENT")); err != nil || string(b[:4]) != "LENT" {
+		t.Fatalf("the loan does not alias the bus: %q, %v", b, err)
+	}
+	if err := m.Unmap(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Read(r.IOVA()+100, make([]byte, 4)); err == nil {
+		t.Fatal("Read after Unmap succeeded")
+	}
+	if st := r.state.Load(); st&stateFreed != 0 || string(b) != "LENT bytes" {
+		t.Fatalf("backing freed under a loan (state %#x, bytes %q)", st, b)
+	}
+	l.Return()
+	if st := r.state.Load(); st&stateFreed == 0 {
+		t.Fatalf("backing kept after the loan's return (state %#x)", st)
+	}
+
+	fd, err := unix.MemfdCreate("unsealable", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, 4096); err != nil {
+		t.Fatal(err)
+	}
+	guarded, err := m.Map(fd, 0, 4096, "guarded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io, err := m.MapIO(bytes.NewReader(make([]byte, 4096)), nil, 0, 4096, "io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Alloc(4096, 0, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		iova IOVA
+		n    int
+	}{
+		{"guarded", guarded.IOVA(), 16},
+		{"MapIO", io.IOVA(), 16},
+		{"empty", a.IOVA(), 0},
+		{"past the end", a.End() - 8, 16},
+		{"unmapped", r.IOVA(), 16},
+		{"below the bus", 0, 16},
+	} {
+		if b, l, ok := m.Borrow(tc.iova, tc.n); ok || b != nil || l != nil {
+			t.Errorf("%s: Borrow = %d bytes, %v, %v; want nothing", tc.name, len(b), l, ok)
+		}
+	}
+	for _, x := range []*Region{guarded, io, a} {
+		if st := x.state.Load(); st&refMask != 0 {
+			t.Errorf("%s: %d references left by refused loans", x.Name(), st&refMask)
+		}
+	}
+}

@@ -39,6 +39,14 @@ type Packet struct {
 	// hands to Send.
 	Unsealed bool
 
+	// lent is the payload of an unsealed frame where it lies in the
+	// sender's memory: the builder lent it (Lend) instead of copying it
+	// into Data, whose payload bytes are then not yet written. Seal copies
+	// it in; a frame the device keeps for itself never needs it there
+	// (Lent).
+	lent   []byte
+	lender Lender
+
 	pool *Pool
 	// free is set while the packet sits in its pool, so a second Release
 	// is caught instead of handing one buffer to two owners.
@@ -54,10 +62,45 @@ func (p *Packet) Buf() []byte { return p.buf[:] }
 // builder's encoding in Frame (wire.Frame.Seal); a sealed frame is left as
 // it is.
 func (p *Packet) Seal() {
+	p.fill()
 	if p.Unsealed {
 		p.Frame.Seal()
 		p.Unsealed = false
 	}
+}
+
+// Lender is what lent a frame's payload (hostmem.Region): Return ends the
+// loan, once.
+type Lender interface{ Return() }
+
+// Lend makes b, which l lent, the payload of the unsealed frame being
+// built, in place of Frame.Packet.Payload (the same length), whose bytes
+// are left unwritten: Seal copies b in when the frame leaves the device;
+// a frame the device delivers to itself is read from b by the receiving
+// QP (Lent), one copy instead of two. The loan ends at Seal or Release.
+func (p *Packet) Lend(b []byte, l Lender) {
+	p.endLoan()
+	p.lent, p.lender = b, l
+}
+
+// Lent returns the payload lent for the frame (nil for none): what the
+// frame's payload bytes in Data will be once sealed.
+func (p *Packet) Lent() []byte { return p.lent }
+
+// fill copies a lent payload into the frame and ends the loan.
+func (p *Packet) fill() {
+	if p.lent == nil {
+		return
+	}
+	copy(p.Frame.Packet.Payload, p.lent)
+	p.endLoan()
+}
+
+func (p *Packet) endLoan() {
+	if l := p.lender; l != nil {
+		l.Return()
+	}
+	p.lent, p.lender = nil, nil
 }
 
 // Release returns the packet to its pool. The caller must be its owner and
@@ -85,9 +128,11 @@ func (p *Packet) Release() {
 	pool.free.Put(p)
 }
 
-// reset clears the metadata and drops the only pointer a packet can hold
-// into foreign memory (Data), so a pooled packet keeps nothing alive.
+// reset clears the metadata, drops the pointers a packet can hold into
+// foreign memory (Data) and ends a loan (Lend), so a pooled packet keeps
+// nothing alive.
 func (p *Packet) reset() {
+	p.endLoan()
 	p.Data = nil
 	p.Time = 0
 	p.ICRC = ICRCUnchecked

@@ -1,12 +1,14 @@
 package link_test
 
 import (
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/irdma-emu/irdma-emu/emu/link"
 	"github.com/irdma-emu/irdma-emu/emu/timing"
+	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
 
 func TestBufferSizes(t *testing.T) {
@@ -173,3 +175,64 @@ func (releaser) Receive(pkts []*link.Packet) {
 }
 
 func (releaser) LinkStateChanged(link.State) {}
+
+// lender counts the returns of its loans.
+type lender struct{ returns int }
+
+func (l *lender) Return() { l.returns++ }
+
+// TestPacketLend: a lent payload is what Lent reports until the frame is
+// sealed, which copies it into the frame's payload (before the ICRC is
+// computed over it) and ends the loan; Release, or a second Lend, ends a
+// loan the frame never sealed. Each loan is returned once.
+func TestPacketLend(t *testing.T) {
+	pool := link.NewPool(0)
+	build := func() *link.Packet {
+		p := pool.Get()
+		ff := wire.FrameFields{Dst: wire.MAC{2, 0, 0, 0, 0, 1}, Src: wire.MAC{2, 0, 0, 0, 0, 2},
+			SrcIP: netip.MustParseAddr("10.0.0.1"), DstIP: netip.MustParseAddr("10.0.0.2"), HopLimit: 64, SrcPort: 0xc000}
+		pf := wire.PacketFields{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, DestQP: 5, PKey: 0xffff}}
+		m, err := wire.EncodeFrame(p.Buf(), &ff, &pf, 8, &p.Frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Data, p.Unsealed = p.Buf()[:m], true
+		return p
+	}
+	src := []byte("payload!")
+
+	p := build()
+	var l lender
+	p.Lend(src, &l)
+	if string(p.Lent()) != "payload!" || string(p.Frame.Packet.Payload) == "payload!" {
+		t.Fatalf("lent %q, frame payload %q; want the loan outside the frame", p.Lent(), p.Frame.Packet.Payload)
+	}
+	p.Seal()
+	var f wire.Frame
+	if err := wire.ParseFrame(p.Data, &f); err != nil || string(f.Packet.Payload) != "payload!" || f.VerifyICRC() != nil {
+		t.Fatalf("sealed frame: parse %v, payload %q, ICRC %v; want the lent bytes under a good ICRC", err, f.Packet.Payload, f.VerifyICRC())
+	}
+	if p.Lent() != nil || l.returns != 1 {
+		t.Fatalf("after Seal: lent %q, %d returns; want none and 1", p.Lent(), l.returns)
+	}
+	p.Seal()
+	p.Release()
+	if l.returns != 1 {
+		t.Fatalf("returned %d times, want once", l.returns)
+	}
+
+	var l1, l2 lender
+	p = build()
+	p.Lend(src, &l1)
+	p.Lend(src[:4], &l2)
+	if l1.returns != 1 || l2.returns != 0 || string(p.Lent()) != "payl" {
+		t.Fatalf("a second Lend: returns %d and %d, lent %q; want the first loan ended", l1.returns, l2.returns, p.Lent())
+	}
+	p.Release()
+	if l2.returns != 1 {
+		t.Fatalf("Release of a lent packet: %d returns, want 1", l2.returns)
+	}
+	if q := pool.Get(); q.Lent() != nil {
+		t.Fatalf("a packet from the pool carries a loan: %q", q.Lent())
+	}
+}

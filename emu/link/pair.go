@@ -294,6 +294,7 @@ func (e *End) Looped(pkts []*Packet) {
 	now := e.tx.clock.Now()
 	for _, p := range pkts {
 		if p != nil {
+			p.Seal() // as the device would for the wire (Packet.Lend)
 			t.write(now, p.Data)
 		}
 	}

@@ -3,6 +3,7 @@ package qp
 import (
 	"github.com/irdma-emu/irdma-emu/emu/cq"
 	"github.com/irdma-emu/irdma-emu/emu/hostmem"
+	"github.com/irdma-emu/irdma-emu/emu/link"
 	"github.com/irdma-emu/irdma-emu/emu/mr"
 	"github.com/irdma-emu/irdma-emu/emu/timing"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
@@ -28,7 +29,7 @@ import (
 // fetch already read, or the SGEs translated through their L_Keys) into dst.
 // w is the requester's current decode (r.cur). The stage is charged per
 // packet whatever readAhead served.
-func (t *Transport) readPayload(ctx *Ctx, w *SQWQE, off uint64, dst []byte) uint16 {
+func (t *Transport) readPayload(ctx *Ctx, w *SQWQE, off uint64, p *link.Packet, dst []byte) uint16 {
 	if len(dst) == 0 {
 		return 0
 	}
@@ -41,6 +42,9 @@ func (t *Transport) readPayload(ctx *Ctx, w *SQWQE, off uint64, dst []byte) uint
 		return 0
 	}
 	t.charge(ctx, timing.PayloadDMARead, len(dst))
+	if t.lendSGE(ctx, p, w.Fragments(), off, len(dst)) {
+		return 0
+	}
 	ra := ctx.ra
 	if ra != nil && ra.holds(ctx.run, t.req.curSeq, off, len(dst)) {
 		copy(dst, ra.buf[off-ra.off:])
@@ -62,6 +66,63 @@ func (t *Transport) readPayload(ctx *Ctx, w *SQWQE, off uint64, dst []byte) uint
 		}
 	}
 	return 0
+}
+
+// Lending: a payload that lies in one span of the device's mapped memory
+// is not copied into the frame when it is built; the packet borrows it
+// (hostmem.Memory.Borrow, link.Packet.Lend). A frame that leaves the
+// device gets its bytes when the worker seals it at the wire, one copy as
+// before; a frame the device keeps for itself (an own GID, the engine's
+// loopback) is read by the receiving QP straight from the sender's buffer
+// (Transport.receive), one copy where there were two: what moves a
+// one-daemon WRITE at memory speed (docs/performance.md "Lent
+// payloads"). The bytes are read later than a copy would read them — at
+// the wire or at the receiver, before the ACK that completes the WQE — as
+// a NIC's DMA may; verbs leave a buffer the program's again only at its
+// completion. Only a worker that seals at the wire lends (Ctx.SealAtWire):
+// a frame sealed when built needs its payload then.
+
+// lend makes the n bytes at iova p's lent payload, if that memory lends;
+// false leaves the copy to the caller.
+func (t *Transport) lend(ctx *Ctx, p *link.Packet, iova hostmem.IOVA, n int) bool {
+	if p == nil || !ctx.SealAtWire {
+		return false
+	}
+	b, r, ok := t.dp.Mem.Borrow(iova, n)
+	if !ok {
+		return false
+	}
+	p.Lend(b, r)
+	return true
+}
+
+// lendSGE lends the n message bytes at offset off of the SGE list frags,
+// translated through their L_Key with local read access, when they lie
+// in one SGE and one span. Anything else — two SGEs, two spans, a
+// translation that fails — is left to copySGEs, which reports the fault.
+func (t *Transport) lendSGE(ctx *Ctx, p *link.Packet, frags []Fragment, off uint64, n int) bool {
+	if p == nil || !ctx.SealAtWire {
+		return false
+	}
+	pos := uint64(0)
+	for _, f := range frags {
+		fl := uint64(f.Len)
+		if off >= pos+fl {
+			pos += fl
+			continue
+		}
+		in := off - pos
+		if uint64(n) > fl-in {
+			return false
+		}
+		var err error
+		ctx.spans, err = t.dp.MRs.Translate(f.STag, t.pd(), t.q.ID, f.Addr+in, uint64(n), mr.AccessLocalRead, false, ctx.spans[:0])
+		if err != nil || len(ctx.spans) != 1 {
+			return false
+		}
+		return t.lend(ctx, p, ctx.spans[0].IOVA, n)
+	}
+	return false
 }
 
 // readAheadSize bounds what one read ahead holds: a 64 KiB message's
@@ -123,8 +184,11 @@ func (t *Transport) writePayload(ctx *Ctx, frags []Fragment, off uint64, src []b
 // readSpans is the payload read of a READ response: dst from the host
 // memory spans an R_Key translated to (ctx.spans), in order. It reports a
 // failed access.
-func (t *Transport) readSpans(ctx *Ctx, spans []mr.Span, dst []byte) bool {
+func (t *Transport) readSpans(ctx *Ctx, spans []mr.Span, p *link.Packet, dst []byte) bool {
 	t.charge(ctx, timing.PayloadDMARead, len(dst))
+	if len(spans) == 1 && t.lend(ctx, p, spans[0].IOVA, len(dst)) {
+		return true
+	}
 	for _, s := range spans {
 		if t.dp.Mem.Read(s.IOVA, dst[:s.Len]) != nil {
 			return false

@@ -20,6 +20,16 @@ func (t *Transport) receive(ctx *Ctx, p *link.Packet) {
 		t.drop(ctx, DropParse) // delivered without passing the gate
 		return
 	}
+	if b := p.Lent(); b != nil {
+		// A frame the device kept for itself, its payload still where the
+		// sender's buffer holds it (dma.go, "Lending"): the payload write
+		// copies it from there.
+		if len(b) != len(f.Packet.Payload) {
+			t.drop(ctx, DropParse)
+			return
+		}
+		f.Packet.Payload = b
+	}
 	op := f.Packet.Opcode()
 	st := t.q.State()
 	req := op.IsRequest()

@@ -126,7 +126,7 @@ func (r *responder) sendReadResponse(t *Transport, ctx *Ctx, it *respItem) bool 
 	if n > 0 {
 		// The spans were translated before the packet was taken; ctx.spans
 		// is unchanged since.
-		if !t.readSpans(ctx, ctx.spans, ctx.frame.Packet.Payload) {
+		if !t.readSpans(ctx, ctx.spans, p, ctx.frame.Packet.Payload) {
 			p.Release()
 			r.nakFatal(t, ctx, wire.NAKRemoteOperationalError, psn, AELCEQPCatastrophic, cq.AESourceOutRR, false)
 			return false

@@ -149,7 +149,7 @@ func (r *requester) sendSendWritePacket(t *Transport, ctx *Ctx, e *sqEntry, w *S
 	if !t.encode(ctx, p, int(n)) {
 		return false
 	}
-	if ae := t.readPayload(ctx, w, off, ctx.frame.Packet.Payload); ae != 0 {
+	if ae := t.readPayload(ctx, w, off, p, ctx.frame.Packet.Payload); ae != 0 {
 		p.Release()
 		t.sqFatal(ctx, e, ae)
 		return false

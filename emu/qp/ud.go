@@ -77,7 +77,7 @@ func (r *requester) sendUD(t *Transport, ctx *Ctx, e *sqEntry, w *SQWQE) bool {
 		return false
 	}
 	p.Data = p.Buf()[:m]
-	if ae := t.readPayload(ctx, w, 0, ctx.frame.Packet.Payload); ae != 0 {
+	if ae := t.readPayload(ctx, w, 0, nil, ctx.frame.Packet.Payload); ae != 0 {
 		p.Release()
 		t.sqFatal(ctx, e, ae)
 		return false

@@ -88,6 +88,12 @@ func newPortLink(cfg udp.Config) (*portLink, error) {
 // Send implements link.Link: capture, then the UDP link.
 func (pl *portLink) Send(pkts []*link.Packet) error {
 	if c := pl.cap.Load(); c != nil {
+		// A capture begun since the device asked Capturing finds frames
+		// unsealed, their payload perhaps lent (link.Packet.Lend): sealed
+		// here, they show what the wire would carry.
+		for _, pk := range pkts {
+			pk.Seal()
+		}
 		c.record(pl.clock.Now(), pkts)
 	}
 	pl.mu.RLock()
@@ -115,6 +121,12 @@ func (pl *portLink) Send(pkts []*link.Packet) error {
 // them.
 func (pl *portLink) Looped(pkts []*link.Packet) {
 	if c := pl.cap.Load(); c != nil {
+		// A capture begun since the device asked Capturing finds frames
+		// unsealed, their payload perhaps lent (link.Packet.Lend): sealed
+		// here, they show what the wire would carry.
+		for _, pk := range pkts {
+			pk.Seal()
+		}
 		c.record(pl.clock.Now(), pkts)
 	}
 }

@@ -178,12 +178,14 @@ type ICRCCounts struct {
 // LoopbackStats count the frames the device kept for itself
 // (docs/dataplane.md "Loopback"): frames and whole-frame bytes handed to its
 // own receive path, the multicast copies among them (the frame also went to
-// the link), and the copies not made for want of a packet buffer.
+// the link), the copies not made for want of a packet buffer, and the
+// frames whose payload the receiver read from the sender's buffer.
 type LoopbackStats struct {
 	Frames    uint64 `json:"frames"`
 	Bytes     uint64 `json:"bytes"`
 	Multicast uint64 `json:"multicast_copies"`
 	NoBuffer  uint64 `json:"no_buffer"`
+	Lent      uint64 `json:"lent"`
 }
 
 // LinkStats are the UDP link's counters (docs/transport.md, "Counters").
@@ -286,7 +288,7 @@ func (d *Daemon) Stats(qpn int64) (Stats, error) {
 		ParkFound: sc.ParkFound, Pollers: sc.Pollers, Parked: sc.Parked}
 	p.Link = d.linkStats()
 	p.Loopback = LoopbackStats{Frames: es.Loopback.Frames, Bytes: es.Loopback.Bytes,
-		Multicast: es.Loopback.Multicast, NoBuffer: es.Loopback.NoBuffer}
+		Multicast: es.Loopback.Multicast, NoBuffer: es.Loopback.NoBuffer, Lent: es.Loopback.Lent}
 	s.Cycles = cycles(es.Meter, d.dev.Meter().Model().Hz())
 	s.Resources = d.resources(es.QPs)
 	d.ownResources(&s.Resources)

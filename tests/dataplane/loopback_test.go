@@ -26,7 +26,8 @@ import (
 // from the link do: a datagram with a wrong Q_Key is dropped by the QP, one
 // to a QPN that does not exist by the gate. No ICRC is checked (none is
 // computed: the frames never leave the device), and the capture, when
-// there is one, has every frame once with a correct ICRC.
+// there is one, has every frame once with a correct ICRC. Without one, the
+// receiver of an RC payload reads it from the sender's buffer.
 func TestLoopback(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -36,6 +37,7 @@ func TestLoopback(t *testing.T) {
 		{"ipv6/stepped", opts{stepped: true, ipv6: true, capture: true}},
 		{"ipv4/wall-3-workers", opts{workers: 3, capture: true}},
 		{"ipv4/stepped/no-capture", opts{stepped: true}},
+		{"ipv4/wall-3-workers/no-capture", opts{workers: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, tc.o)
@@ -132,6 +134,18 @@ func TestLoopback(t *testing.T) {
 			if s.Gate.ICRCInDevice != lb.Frames || s.Gate.ICRCVerified+s.Gate.ICRCFailed != 0 || gateDrops != 1 {
 				t.Errorf("gate: delivered %d + dropped %d, ICRC in-device %d verified %d failed %d; want %d looped-back frames, one dropped",
 					s.Delivered, gateDrops, s.Gate.ICRCInDevice, s.Gate.ICRCVerified, s.Gate.ICRCFailed, lb.Frames)
+			}
+			// Without a capture every RC packet with a payload was read by
+			// its receiver straight from the sender's buffer (emu/qp
+			// dma.go, "Lending"): the SENDs' 1+1+1+2+5+64 packets, the
+			// WRITE's 200 and the READ's 50 responses; UD copies. A capture
+			// seals every frame at the wire, payload included.
+			wantLent := uint64(74 + 200 + 50)
+			if tc.o.capture {
+				wantLent = 0
+			}
+			if lb.Lent != wantLent {
+				t.Errorf("loopback payloads read from the sender's buffer: %d, want %d", lb.Lent, wantLent)
 			}
 			if !tc.o.capture {
 				return
