@@ -109,7 +109,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.RunDir, "run-dir", "", "run directory (default $"+attach.EnvRunDir+", else "+attach.DefaultRunDir+")")
 	fs.StringVar(&cfg.Socket, "socket", "", "attach socket (default <run-dir>/<name>.sock)")
 	fs.StringVar(&cfg.Control, "control", "", "control socket (default <run-dir>/<name>.ctl)")
-	fs.Var(&mode, "transport", "link transport send=udp|packet,recv=udp|packet, or udp, packet, auto (default auto: udp sending, packet receiving with CAP_NET_RAW), optionally followed by ,gso=off: one datagram per frame, for captures on the interface (docs/transport.md)")
+	fs.Var(&mode, "transport", "link transport send=udp|packet,recv=udp|packet, or udp, packet, auto (default auto: udp sending, packet receiving with CAP_NET_RAW), optionally followed by ,gso=off (one datagram per frame, for captures on the interface) and ,wait=poller (receive through the Go poller rather than a thread in ppoll; docs/transport.md)")
 	fs.Var(&faults, "fault", "faults injected on the send path, e.g. loss=0.03,reorder=0.05,dup=0.01,corrupt=0.001,seed=7")
 	fs.StringVar(&cfg.Pcap, "pcap", "", "record every frame sent and received to `FILE` (pcapng if it ends in .pcapng, else pcap)")
 	fs.IntVar(&cfg.Engine.Workers, "workers", 0, "data-plane worker goroutines (default min(GOMAXPROCS, 4))")

@@ -61,38 +61,68 @@ type Mode struct {
 	// datagram per run instead of the frames. The daemon's own capture
 	// (--pcap) records the frames either way.
 	NoGSO bool
+	// WaitInPoller makes the receive rings wait for datagrams in the Go
+	// poller, as they did before they waited in ppoll(2) on a thread of
+	// their own (mmsg_linux.go): larger receive batches under a stream
+	// and a quicker wake-up when the programs yield the CPU (the Go
+	// client), a late one — a tail of milliseconds — when they spin
+	// (perftest; docs/transport.md "Waiting for datagrams").
+	WaitInPoller bool
 }
 
 // String returns the compact form ParseMode reads, "send=udp,recv=packet"
-// (",gso=off" when NoGSO). It is what `irdma-emu devinfo` shows as the
-// transport.
+// (",gso=off" when NoGSO, ",wait=poller" when WaitInPoller). It is what
+// `irdma-emu devinfo` shows as the transport.
 func (m Mode) String() string {
 	s := "send=" + m.Send.String() + ",recv=" + m.Recv.String()
 	if m.NoGSO {
 		s += ",gso=off"
+	}
+	if m.WaitInPoller {
+		s += ",wait=poller"
 	}
 	return s
 }
 
 // ParseMode reads a mode for a daemon flag: "auto", "udp" or "packet" for
 // both directions, or "send=K,recv=K" (either may be left out: auto),
-// either form optionally followed by ",gso=on" or ",gso=off".
+// either form optionally followed by ",gso=on" or ",gso=off" and by
+// ",wait=thread" or ",wait=poller", each at most once, in any order.
 func ParseMode(s string) (Mode, error) {
 	s = strings.TrimSpace(s)
-	noGSO := false
-	if head, tail, ok := cutLast(s, ","); ok {
-		switch strings.ReplaceAll(tail, " ", "") {
-		case "gso=off":
-			s, noGSO = head, true
-		case "gso=on":
-			s = head
+	var noGSO, poller bool
+	seen := map[string]bool{}
+	for {
+		head, tail, ok := cutLast(s, ",")
+		if !ok {
+			break
 		}
+		opt := strings.ReplaceAll(tail, " ", "")
+		key, _, _ := strings.Cut(opt, "=")
+		switch opt {
+		case "gso=off":
+			noGSO = true
+		case "gso=on":
+		case "wait=poller":
+			poller = true
+		case "wait=thread":
+		default:
+			key = ""
+		}
+		if key == "" {
+			break
+		}
+		if seen[key] {
+			return Mode{}, fmt.Errorf("udp: transport mode %q: %s= given twice", s, key)
+		}
+		seen[key] = true
+		s = head
 	}
 	m, err := parseDirections(s)
 	if err != nil {
 		return Mode{}, err
 	}
-	m.NoGSO = noGSO
+	m.NoGSO, m.WaitInPoller = noGSO, poller
 	return m, nil
 }
 
@@ -117,7 +147,7 @@ func parseDirections(s string) (Mode, error) {
 		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
 		k, kok := parseIO(val)
 		if !ok || !kok || seen[key] || (key != "send" && key != "recv") {
-			return Mode{}, fmt.Errorf("udp: transport mode %q: want auto, udp, packet or send=K,recv=K with K one of those, optionally followed by ,gso=off", s)
+			return Mode{}, fmt.Errorf("udp: transport mode %q: want auto, udp, packet or send=K,recv=K with K one of those, optionally followed by ,gso=off and ,wait=poller", s)
 		}
 		seen[key] = true
 		if key == "send" {

@@ -233,6 +233,12 @@ func (l *Link) openAddr(a netip.Addr) (*udpSock, *rxRing, error) {
 }
 
 func (l *Link) startRing(r *rxRing) {
+	if l.mode.WaitInPoller {
+		// As asked: the ring's goroutine parks in the Go poller.
+	} else if err := r.m.openWake(); err != nil {
+		// Out of descriptors: this ring waits in the Go poller.
+		l.log.Warn("udp: receive ring waits in the Go poller", zap.Error(err))
+	}
 	l.wg.Add(1)
 	go r.run()
 }

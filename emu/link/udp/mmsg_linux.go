@@ -1,16 +1,19 @@
 package udp
 
 import (
+	"net"
+	"sync"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// mmsg issues recvmmsg and sendmmsg on one socket through its RawConn, so
-// that the Go poller parks the goroutine while the socket has nothing to
-// read, and with the callbacks bound once so that a call allocates
-// nothing. x/net's ReadBatch would allocate a net.UDPAddr and its IP for
+// mmsg issues recvmmsg and sendmmsg on one socket through its RawConn,
+// with the callbacks bound once so that a call allocates nothing. A
+// receive ring's mmsg waits for datagrams in ppoll(2) on its own thread
+// (waitRecv); without a wake eventfd (openWake) recv parks in the Go
+// poller instead. x/net's ReadBatch would allocate a net.UDPAddr and its IP for
 // every datagram (internal/socket parseInetAddr; BenchmarkReadBatchXNet
 // measures it); the receive path reads straight into preallocated
 // sockaddrs instead. Packet-mode sending uses it too: x/net's
@@ -24,27 +27,103 @@ type mmsg struct {
 	errno syscall.Errno
 
 	recvF, sendF func(fd uintptr) bool
+
+	// wake ends waitRecv's ppoll (wakeUp) once the ring stops; -1: recv
+	// waits in the Go poller. Set before the ring's goroutine starts and
+	// cleared by it as it ends (closeWake), under wakeMu against wakeUp.
+	wakeMu sync.Mutex
+	wake   int
+	woken  bool
+	pfd    [2]unix.PollFd
+	waitF  func(fd uintptr)
 }
 
 func newMmsg(raw syscall.RawConn) *mmsg {
-	m := &mmsg{raw: raw}
+	m := &mmsg{raw: raw, wake: -1}
 	m.recvF = m.doRecv
 	m.sendF = m.doSend
+	m.waitF = m.waitRecv
 	return m
 }
 
 // recv reads up to len(hdrs) datagrams, waiting until at least one is
-// there. It returns net.ErrClosed (wrapped by the poller) once the socket
-// is closed.
+// there. It returns net.ErrClosed once the ring is woken to stop (wakeUp)
+// or the socket is closed.
 func (m *mmsg) recv(hdrs []unix.Mmsghdr) (int, error) {
 	m.hdrs, m.n, m.errno = hdrs, 0, 0
-	if err := m.raw.Read(m.recvF); err != nil {
+	if m.wake >= 0 {
+		if err := m.raw.Control(m.waitF); err != nil {
+			return 0, err
+		}
+		if m.woken {
+			return 0, net.ErrClosed
+		}
+	} else if err := m.raw.Read(m.recvF); err != nil {
 		return 0, err
 	}
 	if m.errno != 0 {
 		return 0, m.errno
 	}
 	return m.n, nil
+}
+
+// Waiting in ppoll rather than in the Go poller: a datagram then wakes
+// this thread directly. In the poller the goroutine waits for whichever
+// thread next polls the network, and a Go thread busy with other
+// goroutines polls it late: two daemons' ib_write_lat -s 8, three
+// alternated pairs, p99 1 523–1 867 µs in the poller against 242–294 µs
+// here (docs/performance.md "Waiting for datagrams"). The price is
+// smaller receive batches under a stream (a 64 KiB WRITE stream: 3.0
+// datagrams per recvmmsg against 4.7, and 10 % less bandwidth). The
+// socket stays in the poller for the sends; Control holds it open while
+// the thread waits, so the ring is woken (wakeUp) before it is closed.
+
+// openWake makes recv wait in ppoll, woken by wakeUp.
+func (m *mmsg) openWake() error {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	m.wake = fd
+	return nil
+}
+
+// wakeUp ends a wait in ppoll and every later one: the ring stops.
+func (m *mmsg) wakeUp() {
+	m.wakeMu.Lock()
+	defer m.wakeMu.Unlock()
+	if m.wake >= 0 {
+		one := [8]byte{1}
+		_, _ = unix.Write(m.wake, one[:])
+	}
+}
+
+// closeWake releases the wake eventfd; the ring's goroutine calls it as
+// it ends.
+func (m *mmsg) closeWake() {
+	m.wakeMu.Lock()
+	defer m.wakeMu.Unlock()
+	if m.wake >= 0 {
+		unix.Close(m.wake)
+		m.wake = -1
+	}
+}
+
+// waitRecv reads like doRecv and, while there is nothing to read, waits in
+// ppoll on the socket and the wake eventfd.
+func (m *mmsg) waitRecv(fd uintptr) {
+	for !m.doRecv(fd) {
+		m.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+		m.pfd[1] = unix.PollFd{Fd: int32(m.wake), Events: unix.POLLIN}
+		if _, err := unix.Ppoll(m.pfd[:], nil, nil); err != nil && err != unix.EINTR {
+			m.errno = err.(syscall.Errno)
+			return
+		}
+		if m.pfd[1].Revents != 0 {
+			m.woken = true
+			return
+		}
+	}
 }
 
 func (m *mmsg) doRecv(fd uintptr) bool {

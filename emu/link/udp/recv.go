@@ -123,6 +123,7 @@ func (r *rxRing) poolPart() int { return link.BufferSize - r.iovOff }
 func (r *rxRing) stop() {
 	if r != nil {
 		r.stopped.Store(true)
+		r.m.wakeUp() // before the socket closes: Close waits for the wait
 	}
 }
 
@@ -181,6 +182,7 @@ func (r *rxRing) releasePosted() {
 func (r *rxRing) run() {
 	defer r.l.wg.Done()
 	defer r.releasePosted()
+	defer r.m.closeWake()
 	errs := 0
 	for {
 		vlen := r.refill()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +52,54 @@ var modes = []struct {
 	{udp.Mode{Send: udp.IOUDP, Recv: udp.IOPacket}, true},
 	{udp.Mode{Send: udp.IOPacket, Recv: udp.IOPacket}, true},
 	{udp.Mode{Send: udp.IOPacket, Recv: udp.IOUDP}, true},
+	// The receive rings' other way of waiting (mmsg_linux.go).
+	{udp.Mode{Send: udp.IOUDP, Recv: udp.IOUDP, WaitInPoller: true}, false},
+	{udp.Mode{Send: udp.IOUDP, Recv: udp.IOPacket, WaitInPoller: true}, true},
+}
+
+// TestCloseWaitingRing: Close ends a receive ring that waits for datagrams
+// — in ppoll, woken by its eventfd, or in the Go poller — also one that
+// never received anything and one that just did, and leaves no descriptor
+// behind. A ring that is not woken would keep Close waiting forever (the
+// socket's Close waits for the ppoll's hold on it): the test would hang.
+func TestCloseWaitingRing(t *testing.T) {
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	for _, poller := range []bool{false, true} {
+		mode := udp.Mode{Send: udp.IOUDP, Recv: udp.IOUDP, WaitInPoller: poller}
+		before := fds()
+		for i := range 10 {
+			a, err := udp.New(udp.Config{Addrs: []netip.Addr{lo2}, Mode: mode, Pool: link.NewPool(0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := newRecorder()
+			a.Attach(rec)
+			if i%2 == 1 {
+				b, err := udp.New(udp.Config{Addrs: []netip.Addr{lo3}, Mode: mode, Pool: link.NewPool(0)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := build(t, b.Pool(), frameSpec{op: wire.RCSendOnly, src: lo3, dst: lo2, payload: 16})
+				if err := b.Send([]*link.Packet{p}); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the frame", func() bool { return rec.n() == 1 })
+				b.Close()
+			}
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if after := fds(); after != before {
+			t.Errorf("wait in poller %v: %d descriptors open after 10 links came and went, %d before", poller, after, before)
+		}
+	}
 }
 
 // TestLoopbackExchange: two links on 127.0.0.2 and 127.0.0.3 exchange
@@ -468,6 +517,12 @@ func TestParseMode(t *testing.T) {
 		{"gso=off", udp.Mode{}, true},
 		{"udp,gso=maybe", udp.Mode{}, true},
 		{"udp,gso=off,gso=off", udp.Mode{}, true},
+		{"udp,wait=poller", udp.Mode{Send: udp.IOUDP, Recv: udp.IOUDP, WaitInPoller: true}, false},
+		{"send=udp,recv=packet,wait=poller,gso=off", udp.Mode{Send: udp.IOUDP, Recv: udp.IOPacket, NoGSO: true, WaitInPoller: true}, false},
+		{"auto,gso=off, wait = thread", udp.Mode{NoGSO: true}, false},
+		{"udp,wait=poller,wait=thread", udp.Mode{}, true},
+		{"udp,wait=sometimes", udp.Mode{}, true},
+		{"wait=poller", udp.Mode{}, true},
 	} {
 		got, err := udp.ParseMode(c.in)
 		if (err != nil) != c.err || got != c.want {
