@@ -26,9 +26,11 @@ import (
 
 // readPayload is the payload read of a send: it copies n = len(dst)
 // message bytes from offset off of w's payload (inline bytes, which the WQE
-// fetch already read, or the SGEs translated through their L_Keys) into dst.
-// w is the requester's current decode (r.cur). The stage is charged per
-// packet whatever readAhead served.
+// fetch already read, or the SGEs translated through their L_Keys) into dst
+// — or lends them to p, dst's packet, where they lie in one span of
+// mapped memory (lendSGE; nil p: always a copy). w is the requester's
+// current decode (r.cur). The stage is charged per packet whatever
+// readAhead served, and whether lent or copied.
 func (t *Transport) readPayload(ctx *Ctx, w *SQWQE, off uint64, p *link.Packet, dst []byte) uint16 {
 	if len(dst) == 0 {
 		return 0
@@ -182,8 +184,8 @@ func (t *Transport) writePayload(ctx *Ctx, frags []Fragment, off uint64, src []b
 }
 
 // readSpans is the payload read of a READ response: dst from the host
-// memory spans an R_Key translated to (ctx.spans), in order. It reports a
-// failed access.
+// memory spans an R_Key translated to (ctx.spans), in order, or lent to p
+// when there is one span (lend). It reports a failed access.
 func (t *Transport) readSpans(ctx *Ctx, spans []mr.Span, p *link.Packet, dst []byte) bool {
 	t.charge(ctx, timing.PayloadDMARead, len(dst))
 	if len(spans) == 1 && t.lend(ctx, p, spans[0].IOVA, len(dst)) {

@@ -13,8 +13,8 @@ import (
 // with the callbacks bound once so that a call allocates nothing. A
 // receive ring's mmsg waits for datagrams in ppoll(2) on its own thread
 // (waitRecv); without a wake eventfd (openWake) recv parks in the Go
-// poller instead. x/net's ReadBatch would allocate a net.UDPAddr and its IP for
-// every datagram (internal/socket parseInetAddr; BenchmarkReadBatchXNet
+// poller instead. x/net's ReadBatch would allocate a net.UDPAddr and its
+// IP for every datagram (internal/socket parseInetAddr; BenchmarkReadBatchXNet
 // measures it); the receive path reads straight into preallocated
 // sockaddrs instead. Packet-mode sending uses it too: x/net's
 // PacketConn has no AF_PACKET socket to wrap.
@@ -70,8 +70,8 @@ func (m *mmsg) recv(hdrs []unix.Mmsghdr) (int, error) {
 // Waiting in ppoll rather than in the Go poller: a datagram then wakes
 // this thread directly. In the poller the goroutine waits for whichever
 // thread next polls the network, and a Go thread busy with other
-// goroutines polls it late: two daemons' ib_write_lat -s 8, three
-// alternated pairs, p99 1 523–1 867 µs in the poller against 242–294 µs
+// goroutines polls it late: two daemons' ib_write_lat -s 8, six
+// alternated pairs, p99 1 472–1 914 µs in the poller against 242–298 µs
 // here (docs/performance.md "Waiting for datagrams"). The price is
 // smaller receive batches under a stream (a 64 KiB WRITE stream: 3.0
 // datagrams per recvmmsg against 4.7, and 10 % less bandwidth). The
@@ -116,7 +116,10 @@ func (m *mmsg) waitRecv(fd uintptr) {
 		m.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 		m.pfd[1] = unix.PollFd{Fd: int32(m.wake), Events: unix.POLLIN}
 		if _, err := unix.Ppoll(m.pfd[:], nil, nil); err != nil && err != unix.EINTR {
-			m.errno = err.(syscall.Errno)
+			m.errno = unix.EIO
+			if en, ok := err.(syscall.Errno); ok {
+				m.errno = en
+			}
 			return
 		}
 		if m.pfd[1].Revents != 0 {
