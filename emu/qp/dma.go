@@ -106,25 +106,30 @@ func (t *Transport) lendSGE(ctx *Ctx, p *link.Packet, frags []Fragment, off uint
 	if p == nil || !ctx.SealAtWire {
 		return false
 	}
-	pos := uint64(0)
-	for _, f := range frags {
-		fl := uint64(f.Len)
-		if off >= pos+fl {
-			pos += fl
-			continue
-		}
-		in := off - pos
-		if uint64(n) > fl-in {
-			return false
-		}
-		var err error
-		ctx.spans, err = t.dp.MRs.Translate(f.STag, t.pd(), t.q.ID, f.Addr+in, uint64(n), mr.AccessLocalRead, false, ctx.spans[:0])
-		if err != nil || len(ctx.spans) != 1 {
-			return false
-		}
-		return t.lend(ctx, p, ctx.spans[0].IOVA, n)
+	i, in := fragmentAt(frags, off)
+	if i < 0 || uint64(n) > uint64(frags[i].Len)-in {
+		return false
 	}
-	return false
+	f := frags[i]
+	var err error
+	ctx.spans, err = t.dp.MRs.Translate(f.STag, t.pd(), t.q.ID, f.Addr+in, uint64(n), mr.AccessLocalRead, false, ctx.spans[:0])
+	if err != nil || len(ctx.spans) != 1 {
+		return false
+	}
+	return t.lend(ctx, p, ctx.spans[0].IOVA, n)
+}
+
+// fragmentAt returns the index of the SGE of frags that holds message
+// offset off and the offset within it; -1 when off is past the last byte.
+// An SGE of length zero holds nothing.
+func fragmentAt(frags []Fragment, off uint64) (i int, in uint64) {
+	for i, f := range frags {
+		if off < uint64(f.Len) {
+			return i, off
+		}
+		off -= uint64(f.Len)
+	}
+	return -1, 0
 }
 
 // readAheadSize bounds what one read ahead holds: a 64 KiB message's
@@ -320,17 +325,18 @@ func copySGEs(t *Transport, ctx *Ctx, frags []Fragment, off uint64, buf []byte, 
 		need = mr.AccessLocalWrite
 	}
 	pd, qpn := t.pd(), t.q.ID
-	pos := uint64(0)
-	for _, f := range frags {
-		fl := uint64(f.Len)
-		if off >= pos+fl {
-			pos += fl
+	first, in := fragmentAt(frags, off)
+	if first < 0 {
+		return 0, len(buf)
+	}
+	for _, f := range frags[first:] {
+		if f.Len == 0 {
 			continue
 		}
-		in := off - pos
-		k := min(fl-in, uint64(len(buf)))
+		k := min(uint64(f.Len)-in, uint64(len(buf)))
 		var err error
 		ctx.spans, err = t.dp.MRs.Translate(f.STag, pd, qpn, f.Addr+in, k, need, false, ctx.spans[:0])
+		in = 0 // the SGEs after the first from their start
 		if err != nil {
 			return aeOf(err), len(buf)
 		}
@@ -345,8 +351,6 @@ func copySGEs(t *Transport, ctx *Ctx, frags []Fragment, off uint64, buf []byte, 
 			}
 			buf = buf[s.Len:]
 		}
-		off += k
-		pos += fl
 		if len(buf) == 0 {
 			return 0, 0
 		}
