@@ -83,7 +83,12 @@ type Device struct {
 	ahMu   sync.Mutex
 	ahHash map[ahKey]*AH
 	state  atomic.Int32
-	workWG sync.WaitGroup // irdma cleanup_wq work (AE disconnects)
+	// irdma's cleanup_wq work (AE disconnects): workWG counts it, workMu
+	// orders its Adds against Close's Wait, and workShut (under workMu)
+	// starts no more once Close waits (beginWork, waitWork).
+	workWG   sync.WaitGroup
+	workMu   sync.Mutex
+	workShut bool
 
 	// CCQE errors per CQP opcode and the last major << 16 | minor
 	// (irdma's cqp_cmd_stats and debug log).

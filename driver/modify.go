@@ -541,8 +541,33 @@ func (d *Device) handleAE(info *aeInfo) {
 	q.sqFlushCode, q.rqFlushCode = info.SQ, info.RQ
 	q.flushCode, q.eventType = aeToQPErr(info.AECode)
 	q.mu.Unlock()
+	if d.beginWork() {
+		go d.cmDisconn(q, info.AECode)
+	}
+}
+
+// beginWork accounts for one piece of cleanup work about to start, and
+// reports false once Close waits for the work (waitWork): the device is
+// going away, its QPs are destroyed, and the work would find nothing to
+// do. An AE can arrive while Close waits — the interrupts stop only in
+// teardown, after it — and a sync.WaitGroup must not be added to from
+// zero while it is waited on (seen as a data race in TestSRQ under load).
+func (d *Device) beginWork() bool {
+	d.workMu.Lock()
+	defer d.workMu.Unlock()
+	if d.workShut {
+		return false
+	}
 	d.workWG.Add(1)
-	go d.cmDisconn(q, info.AECode)
+	return true
+}
+
+// waitWork starts no more cleanup work and waits for what runs.
+func (d *Device) waitWork() {
+	d.workMu.Lock()
+	d.workShut = true
+	d.workMu.Unlock()
+	d.workWG.Wait()
 }
 
 // cmDisconn is cm.c:irdma_cm_disconn_true for RoCE: unless a flush was

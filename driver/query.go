@@ -219,7 +219,7 @@ func (d *Device) destroyAllObjects() {
 	for _, q := range tableSnapshot(&d.tblMu, d.qpTable) {
 		_ = d.DestroyQP(q)
 	}
-	d.workWG.Wait()
+	d.waitWork()
 	for _, s := range tableSnapshot(&d.tblMu, d.srqTable) {
 		_ = d.DestroySRQ(s)
 	}
