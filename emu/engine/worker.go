@@ -30,8 +30,10 @@ type worker struct {
 	run    []*entry
 	active []*entry
 
-	lastScan time.Duration
-	lastWork time.Duration // when a round or scan last made progress
+	lastScan   time.Duration
+	lastWork   time.Duration // when a round or scan last made progress
+	lastYield  time.Duration // when a busy worker last yielded its P
+	busyRounds int           // busy rounds since it last yielded
 
 	// parked is set while the worker sleeps in park: a goroutine with work
 	// for one of its QPs runs it itself then (inline.go).
@@ -236,11 +238,9 @@ func (w *worker) loop() {
 			if !sc.Disabled && now-w.lastScan >= sc.MaxBackoff {
 				w.scan(now)
 			}
-			// Yield between rounds: a worker kept busy would otherwise hold
-			// its P until the runtime preempts it (10 ms), starving the
-			// workers and link goroutines that feed it, which is the order
-			// of the retransmission timer.
-			runtime.Gosched()
+			if w.yieldDue(now) {
+				runtime.Gosched()
+			}
 			continue
 		}
 		if !sc.Disabled && w.scan(now) {
@@ -257,6 +257,32 @@ func (w *worker) loop() {
 			return
 		}
 	}
+}
+
+// Busy yields. A worker kept busy would hold its P until the runtime
+// preempts it (10 ms), starving the workers and link goroutines that feed
+// it, which is the order of the retransmission timer: so it yields — but
+// not after every round. A yield while another P is idle makes the runtime
+// wake a thread to look for the goroutine it just queued (goschedImpl →
+// wakep → futex): one futex wake-up per round, 8–12 % of one daemon's CPU
+// at 64 KiB WRITEs (docs/performance.md "Busy yields"). Every
+// busyYieldEvery of the engine's clock, or every busyYieldRounds rounds
+// where that clock does not move (a manual clock), bounds the starvation
+// at a small fraction of the 10 ms.
+const (
+	busyYieldEvery  = time.Millisecond
+	busyYieldRounds = 64
+)
+
+// yieldDue counts a busy round ending at now and reports whether the
+// worker has held its P long enough to yield it.
+func (w *worker) yieldDue(now time.Duration) bool {
+	w.busyRounds++
+	if now-w.lastYield < busyYieldEvery && w.busyRounds < busyYieldRounds {
+		return false
+	}
+	w.lastYield, w.busyRounds = now, 0
+	return true
 }
 
 // park sleeps until the worker is kicked (or its backoff timer fires). The
