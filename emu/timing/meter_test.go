@@ -58,6 +58,45 @@ func TestMeterShards(t *testing.T) {
 	}
 }
 
+// TestMeterShardMemo: a shard remembers the last price per stage, and the
+// price it returns is the model's whatever the order of stages and sizes —
+// a memo keyed by size alone, or kept across stages, fails here. The costs
+// are shardModel's, worked by hand: Serialise 10 + ceil(bytes/1000),
+// PacketBuild 0.
+func TestMeterShardMemo(t *testing.T) {
+	sh := timing.NewMeter(shardModel()).Local()
+	steps := []struct {
+		s     timing.Stage
+		bytes int
+		want  timing.Cycles
+	}{
+		{timing.Serialise, 1500, 12},
+		{timing.Serialise, 1500, 12},
+		{timing.PacketBuild, 1500, 0},
+		{timing.Serialise, 1500, 12},
+		{timing.Serialise, 1, 11},
+		{timing.Serialise, 1500, 12},
+		{timing.Serialise, 0, 10},
+		{timing.Serialise, -5, 10},
+		{timing.Serialise, 2001, 13},
+		{timing.PacketBuild, 2001, 0},
+		{timing.Serialise, 2001, 13},
+	}
+	var cycles timing.Cycles
+	for i, st := range steps {
+		if got := sh.Charge(st.s, st.bytes); got != st.want {
+			t.Errorf("step %d: Charge(%v, %d) = %d, want %d", i, st.s, st.bytes, got, st.want)
+		}
+		if st.s == timing.Serialise {
+			cycles += st.want
+		}
+	}
+	sh.Publish()
+	if got := sh.Stage(timing.Serialise).Cycles; got != cycles {
+		t.Errorf("published %d cycles, want %d", got, cycles)
+	}
+}
+
 // TestMeterShardsConcurrent charges one shard per goroutine while the root
 // is read, for the race detector, and checks the sum.
 func TestMeterShardsConcurrent(t *testing.T) {

@@ -91,7 +91,10 @@ func (s Stage) String() string {
 
 // Model prices the stages of one device. Implementations must be safe for
 // concurrent use, must not allocate in Cost, and must return 0 for a stage
-// ≥ NumStages and treat a negative byte count as 0.
+// ≥ NumStages and treat a negative byte count as 0. Cost is a function of
+// its arguments alone, the same answer for the same stage and byte count
+// for as long as the model is in use: a Meter's shards remember the last
+// price per stage.
 type Model interface {
 	// Cost returns the cycles one operation of stage s on bytes bytes
 	// costs: its latency from start to completion if nothing else is in
