@@ -90,9 +90,20 @@ func (t *Transport) rcPacket(ctx *Ctx) *link.Packet {
 }
 
 // encode builds the frame of ctx.ff and ctx.pf into p with room for n
-// payload bytes; the payload goes into ctx.frame.Packet.Payload.
+// payload bytes; the payload goes into ctx.frame.Packet.Payload. The
+// framing below the transport headers is encoded once for as long as it
+// stays the same (wire.Framing): an RC QP's packets to its peer share it,
+// a UD QP's share it while they go to one address.
 func (t *Transport) encode(ctx *Ctx, p *link.Packet, n int) bool {
-	m, err := wire.EncodeFrame(p.Buf(), &ctx.ff, &ctx.pf, n, &ctx.frame)
+	fr := &t.framing
+	var err error
+	if !fr.Matches(&ctx.ff) {
+		err = fr.Set(&ctx.ff)
+	}
+	m := 0
+	if err == nil {
+		m, err = fr.Encode(p.Buf(), &ctx.pf, n, &ctx.frame)
+	}
 	if err != nil {
 		p.Release()
 		t.sqFatal(ctx, nil, AELCEQPCatastrophic)

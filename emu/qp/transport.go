@@ -73,6 +73,7 @@ type Transport struct {
 	localIP   netip.Addr
 	destIP    netip.Addr
 	ff        wire.FrameFields // RC framing; Dst is looked up per packet
+	framing   wire.Framing     // the last framing encoded (packet.go encode)
 	hasVLAN   bool
 	vlan      wire.VLANFields
 	srcMAC    wire.MAC

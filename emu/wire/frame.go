@@ -272,6 +272,18 @@ func EncodeFrame(b []byte, ff *FrameFields, pf *PacketFields, payloadLen int, f 
 	if len(b) < n {
 		return 0, lengthError(ErrBufferTooSmall, "frame", n, len(b))
 	}
+	off := encodeFraming(b, ff, v4, pl, f)
+	if _, err := EncodePacket(b[off:n], pf, payloadLen, &f.Packet); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// encodeFraming writes the framing of ff below a RoCEv2 packet of pl bytes
+// into b — Ethernet, the 802.1Q tag if any, IPv4 (DF, header checksum) or
+// IPv6, UDP to 4791 — sets f's views of it and returns its length. b has
+// room; v4 is ff.family's answer.
+func encodeFraming(b []byte, ff *FrameFields, v4 bool, pl int, f *Frame) int {
 	off := EthernetSize
 	eth := Ethernet(b[:EthernetSize])
 	ethType := uint16(EtherTypeIPv6)
@@ -328,11 +340,7 @@ func EncodeFrame(b []byte, ff *FrameFields, pf *PacketFields, payloadLen int, f 
 	}
 	udp.Encode(&UDPFields{SrcPort: ff.SrcPort, DstPort: RoCEv2Port, Length: uint16(udpLen), Checksum: csum})
 	f.UDP = udp
-	off += UDPSize
-	if _, err := EncodePacket(b[off:n], pf, payloadLen, &f.Packet); err != nil {
-		return 0, err
-	}
-	return n, nil
+	return off + UDPSize
 }
 
 // BuildFrame is EncodeFrame with the payload copied in and the frame
