@@ -265,7 +265,7 @@ func (w *worker) loop() {
 // not after every round. A yield while another P is idle makes the runtime
 // wake a thread to look for the goroutine it just queued (goschedImpl →
 // wakep → futex): one futex wake-up per round, 8–12 % of one daemon's CPU
-// at 64 KiB WRITEs (docs/performance.md "Busy yields"). Every
+// at 64 KiB WRITEs (docs/performance.md "Three per-packet costs"). Every
 // busyYieldEvery of the engine's clock, or every busyYieldRounds rounds
 // where that clock does not move (a manual clock), bounds the starvation
 // at a small fraction of the 10 ms.

@@ -37,8 +37,8 @@ type stageCounters struct {
 // costMemo is the last price a shard asked its model for, per stage. The
 // packets of a stream are priced on the same sizes over and over, and a
 // price is a 128-bit multiply and divide (Linear.Cost): remembering the
-// last one took the meter from 9 % to 3 % of one daemon's CPU at 64 KiB
-// WRITEs (docs/performance.md "Busy yields and the meter's memo"). Model.Cost is a
+// last one took the meter from 4–10 % to 1–4 % of one daemon's CPU at 64 KiB
+// WRITEs (docs/performance.md "Three per-packet costs"). Model.Cost is a
 // function of the stage and the byte count alone, so the memo is exact.
 type costMemo struct {
 	bytes int
