@@ -32,8 +32,20 @@ const (
 
 // table is an immutable snapshot of the mapped regions, sorted by IOVA and
 // non-overlapping. Readers load it with one atomic load and never lock.
+// starts holds the regions' first IOVAs, in the same order: the binary
+// search of every access reads one array instead of one Region per step.
 type table struct {
 	regions []*Region
+	starts  []IOVA
+}
+
+// newTable returns the table of regions, which are sorted by IOVA.
+func newTable(regions []*Region) *table {
+	starts := make([]IOVA, len(regions))
+	for i, r := range regions {
+		starts[i] = r.iova
+	}
+	return &table{regions: regions, starts: starts}
 }
 
 // Memory is the bus: the set of regions the device can reach. Its methods
@@ -204,8 +216,9 @@ func (m *Memory) Unmap(r *Region) error {
 		return ErrNotMapped
 	}
 	m.mu.Lock()
-	old := m.tab.Load().regions
-	i := search(old, r.iova)
+	t := m.tab.Load()
+	old := t.regions
+	i := search(t.starts, r.iova)
 	if m.closed || i < 0 || old[i] != r {
 		m.mu.Unlock()
 		return ErrNotMapped
@@ -213,7 +226,7 @@ func (m *Memory) Unmap(r *Region) error {
 	regions := make([]*Region, 0, len(old)-1)
 	regions = append(regions, old[:i]...)
 	regions = append(regions, old[i+1:]...)
-	m.tab.Store(&table{regions: regions})
+	m.tab.Store(newTable(regions))
 	m.mu.Unlock()
 	r.kill()
 	return nil
@@ -298,7 +311,7 @@ func (m *Memory) insert(r *Region, align uint64) error {
 	old := m.tab.Load().regions
 	regions := make([]*Region, len(old), len(old)+1)
 	copy(regions, old)
-	m.tab.Store(&table{regions: append(regions, r)})
+	m.tab.Store(newTable(append(regions, r)))
 	return nil
 }
 
@@ -317,22 +330,21 @@ func (m *Memory) quarantine(r *Region) bool {
 
 // lookup finds the region containing iova without locking or allocating.
 func (m *Memory) lookup(iova IOVA) *Region {
-	regions := m.tab.Load().regions
-	if i := search(regions, iova); i >= 0 {
-		if r := regions[i]; iova-r.iova < IOVA(r.size) {
+	t := m.tab.Load()
+	if i := search(t.starts, iova); i >= 0 {
+		if r := t.regions[i]; iova-r.iova < IOVA(r.size) {
 			return r
 		}
 	}
 	return nil
 }
 
-// search returns the index of the last region starting at or below iova, or
-// -1.
-func search(regions []*Region, iova IOVA) int {
-	lo, hi := 0, len(regions)
+// search returns the index of the last start at or below iova, or -1.
+func search(starts []IOVA, iova IOVA) int {
+	lo, hi := 0, len(starts)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if regions[mid].iova <= iova {
+		if starts[mid] <= iova {
 			lo = mid + 1
 		} else {
 			hi = mid
