@@ -44,8 +44,12 @@ type Tunables struct {
 	// besides the last (rxe RXE_MAX_PKT_PER_ACK = 64). Default 64.
 	AckReqEvery int
 	// MaxUnackedPSNs is the requester window: no new packet goes out while
-	// the next PSN is this far ahead of the oldest unacknowledged one
-	// (rxe RXE_MAX_UNACKED_PSNS = 128). Default 128.
+	// the next PSN is this far ahead of the oldest unacknowledged one.
+	// Default 512: 2 MiB at a 4 KiB MTU, above the bandwidth-delay product
+	// of a daemon whose ACKs come back within a millisecond under load
+	// (rxe's RXE_MAX_UNACKED_PSNS, 128, held two daemons' 64 KiB WRITEs
+	// at three quarters of this: docs/performance.md "The requester
+	// window").
 	MaxUnackedPSNs uint32
 	// MaxOutstandingWQEs bounds the SQ WQEs fetched and not completed.
 	// Default 256.
@@ -86,7 +90,7 @@ func DefaultTunables() Tunables {
 		RTO:                4096 * time.Nanosecond << 14,
 		RTOMinUnit:         100 * time.Microsecond,
 		AckReqEvery:        64,
-		MaxUnackedPSNs:     128,
+		MaxUnackedPSNs:     512,
 		MaxOutstandingWQEs: 256,
 		MinRNRTimer:        12,
 		TxBurst:            64,
