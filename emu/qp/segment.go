@@ -28,7 +28,7 @@ func (r *requester) segment(t *Transport, ctx *Ctx, e *sqEntry, w *SQWQE, budget
 			return sent, false
 		}
 		if r.nextPSN.Diff(r.una) >= win {
-			return sent, false // window full (rxe RXE_MAX_UNACKED_PSNS)
+			return sent, false // window full (Tunables.MaxUnackedPSNs)
 		}
 		if !e.started && e.kind != kindSendWr && r.readsOut >= int(t.attrs.ORD) {
 			return sent, false // ORD outstanding READ/atomics
