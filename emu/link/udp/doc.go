@@ -20,13 +20,15 @@
 //     each frame's UDP payload (BTH..ICRC) to the destination address of its
 //     IP header, port 4791, with the frame's TOS/traffic class and
 //     TTL/hop limit as per-datagram control messages, from the socket bound
-//     to the frame's source address, batched with sendmmsg (x/net
-//     WriteBatch), looping on partial writes. The UDP source port is the
-//     socket's, 4791, for every QP of the port: rxe does not check source
-//     ports (docs/roce.md "UDP ports and checksum"). The ICRC covers the
-//     source port, so a frame built with another port (a per-QP one) is
-//     resealed: its ICRC is recomputed for the header the kernel will
-//     write (Counters.Resealed; Link.SourcePort lets the device avoid it).
+//     to the frame's source address, batched with sendmmsg (issued on the
+//     socket's RawConn without its write lock, so the device's senders do
+//     not queue for one another), looping on partial writes. The UDP
+//     source port is the socket's, 4791, for every QP of the port: rxe
+//     does not check source ports (docs/roce.md "UDP ports and checksum").
+//     The ICRC covers the source port, so a frame built with another port
+//     (a per-QP one) is resealed: its ICRC is recomputed for the header
+//     the kernel will write (Counters.Resealed; Link.SourcePort lets the
+//     device avoid it).
 //   - Sending equal frames. Runs of them to one destination go out as one
 //     UDP segmentation offload send, sealed for the IDs the kernel will
 //     give the datagrams it cuts (gso.go).

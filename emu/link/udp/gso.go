@@ -77,7 +77,7 @@ func (l *Link) planSends(g *txGroup) {
 		n += putCmsgUint16(s.oob[n:], unix.IPPROTO_UDP, unix.UDP_SEGMENT, uint16(len(s.bufs[0])))
 		// Buffers point into g.iov once it has stopped growing (below).
 		g.out = append(g.out, ipv4.Message{OOB: s.oob[:n], Addr: g.msgs[j].Addr})
-		if g.sock.v4 != nil {
+		if g.sock.v4 {
 			g.renumber(j, k, false)
 		}
 		j = k
@@ -196,7 +196,7 @@ func (l *Link) gsoFallback(g *txGroup, k int, err error) {
 	}
 	j := g.first[k]
 	end := j + g.segs[k]
-	if g.sock.v4 != nil {
+	if g.sock.v4 {
 		g.renumber(j, end, true)
 	}
 	l.sendMsgs(g, g.msgs[j:end], nil)

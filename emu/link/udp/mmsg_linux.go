@@ -16,8 +16,9 @@ import (
 // poller instead. x/net's ReadBatch would allocate a net.UDPAddr and its
 // IP for every datagram (internal/socket parseInetAddr; BenchmarkReadBatchXNet
 // measures it); the receive path reads straight into preallocated
-// sockaddrs instead. Packet-mode sending uses it too: x/net's
-// PacketConn has no AF_PACKET socket to wrap.
+// sockaddrs instead. Sending uses it too (sendVia): x/net's PacketConn
+// has no AF_PACKET socket to wrap, and its WriteBatch takes the socket's
+// write lock.
 //
 // An mmsg is used by one goroutine at a time.
 type mmsg struct {
@@ -26,7 +27,8 @@ type mmsg struct {
 	n     int
 	errno syscall.Errno
 
-	recvF, sendF func(fd uintptr) bool
+	recvF func(fd uintptr) bool
+	sendF func(fd uintptr)
 
 	// wake ends waitRecv's ppoll (wakeUp) once the ring stops; -1: recv
 	// waits in the Go poller. Set before the ring's goroutine starts and
@@ -146,11 +148,21 @@ func (m *mmsg) doRecv(fd uintptr) bool {
 	}
 }
 
-// send writes up to len(hdrs) messages without waiting: a full socket
-// buffer is EAGAIN, which the caller counts as a full transmit queue.
-func (m *mmsg) send(hdrs []unix.Mmsghdr) (int, error) {
+// send writes up to len(hdrs) messages on m's socket without waiting: a
+// full socket buffer is EAGAIN, which the caller counts as a full
+// transmit queue.
+func (m *mmsg) send(hdrs []unix.Mmsghdr) (int, error) { return m.sendVia(m.raw, hdrs) }
+
+// sendVia is send on raw's socket. It holds the socket open for the call
+// (Control), not its write lock (Write): a sendmmsg with MSG_DONTWAIT never
+// waits in the poller, so the lock would only serialise the device's
+// senders — the ACKs a receive thread sends and the requests a
+// notification runs, on one socket — and a sender that found it held
+// slept until the holder's system call was over and it was scheduled
+// again (docs/performance.md "Sends without the socket's lock").
+func (m *mmsg) sendVia(raw syscall.RawConn, hdrs []unix.Mmsghdr) (int, error) {
 	m.hdrs, m.n, m.errno = hdrs, 0, 0
-	if err := m.raw.Write(m.sendF); err != nil {
+	if err := raw.Control(m.sendF); err != nil {
 		return 0, err
 	}
 	if m.errno != 0 {
@@ -159,7 +171,7 @@ func (m *mmsg) send(hdrs []unix.Mmsghdr) (int, error) {
 	return m.n, nil
 }
 
-func (m *mmsg) doSend(fd uintptr) bool {
+func (m *mmsg) doSend(fd uintptr) {
 	for {
 		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(len(m.hdrs)), unix.MSG_DONTWAIT, 0, 0)
 		switch e {
@@ -170,6 +182,6 @@ func (m *mmsg) doSend(fd uintptr) bool {
 		default:
 			m.errno = e
 		}
-		return true
+		return
 	}
 }

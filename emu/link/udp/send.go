@@ -50,6 +50,12 @@ type txGroup struct {
 	// shapes caches ICRC ID deltas for renumber.
 	shapes    [4]wire.ICRCIDDeltas
 	nextShape int
+
+	// The sendmmsg(2) form of what is sent (mmsghdrs), and the call.
+	hdrs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6 // an IPv4 sockaddr fits too
+	mm    *mmsg
 }
 
 // sendCtx is the state of one Send: the messages being built, per socket,
@@ -374,23 +380,21 @@ func (l *Link) writeUDP(g *txGroup) {
 	l.sendMsgs(g, g.out, g.segs)
 }
 
-// sendMsgs sends msgs with sendmmsg (x/net WriteBatch), looping on
-// partial writes (wireguard-go StdNetBind.send) past the message that
-// stopped the call (see sent); msgs[k] carries segs[k] datagrams (segs
-// nil: one each). A GSO send the kernel refuses is sent again datagram by
-// datagram (gsoFallback). MSG_DONTWAIT: a full socket buffer is a full
-// transmit queue and drops, rather than parking a device worker that
-// serves other QPs.
+// sendMsgs sends msgs with sendmmsg (mmsg.sendVia, without the socket's
+// write lock), looping on partial writes (wireguard-go StdNetBind.send)
+// past the message that stopped the call (see sent); msgs[k] carries
+// segs[k] datagrams (segs nil: one each). A GSO send the kernel refuses is
+// sent again datagram by datagram (gsoFallback). MSG_DONTWAIT: a full
+// socket buffer is a full transmit queue and drops, rather than parking a
+// device worker that serves other QPs.
 func (l *Link) sendMsgs(g *txGroup, msgs []ipv4.Message, segs []int) {
+	if g.mm == nil {
+		g.mm = newMmsg(nil)
+	}
 	for i := 0; i < len(msgs); {
 		end := min(len(msgs), i+maxBatch)
-		var n int
-		var err error
-		if g.sock.v4 != nil {
-			n, err = g.sock.v4.WriteBatch(msgs[i:end], unix.MSG_DONTWAIT)
-		} else {
-			n, err = g.sock.v6.WriteBatch(msgs[i:end], unix.MSG_DONTWAIT)
-		}
+		n, err := g.mm.sendVia(g.sock.raw, g.mmsghdrs(msgs[i:end], g.sock.v4, uint32(l.ifindex)))
+		g.clearMmsghdrs()
 		if n > 0 {
 			if segs != nil {
 				l.countGSO(segs, i, n)
@@ -405,6 +409,84 @@ func (l *Link) sendMsgs(g *txGroup, msgs []ipv4.Message, segs []int) {
 		}
 		i += l.sendFailed(err, len(msgs)-i, segs, i)
 	}
+}
+
+// mmsghdrs returns msgs as sendmmsg's message headers, built in g's
+// arrays (grown once, then reused): each message's buffers as its iovecs,
+// its control messages, and its destination as a sockaddr of the
+// socket's family (v4), with the link's ifindex as the scope of a zoned
+// (link-local) IPv6 destination.
+func (g *txGroup) mmsghdrs(msgs []ipv4.Message, v4 bool, scope uint32) []unix.Mmsghdr {
+	niov := 0
+	for i := range msgs {
+		niov += len(msgs[i].Buffers)
+	}
+	g.hdrs = grown(g.hdrs, len(msgs))
+	g.iovs = grown(g.iovs, niov)
+	g.names = grown(g.names, len(msgs))
+	k := 0
+	for i := range msgs {
+		m := &msgs[i]
+		h := &g.hdrs[i]
+		*h = unix.Mmsghdr{}
+		iov := g.iovs[k : k+len(m.Buffers)]
+		k += len(m.Buffers)
+		for j, b := range m.Buffers {
+			iov[j] = unix.Iovec{}
+			if len(b) > 0 {
+				iov[j].Base = &b[0]
+				iov[j].SetLen(len(b))
+			}
+		}
+		if len(iov) > 0 {
+			h.Hdr.Iov = &iov[0]
+			h.Hdr.SetIovlen(len(iov))
+		}
+		if len(m.OOB) > 0 {
+			h.Hdr.Control = &m.OOB[0]
+			h.Hdr.SetControllen(len(m.OOB))
+		}
+		if a, ok := m.Addr.(*net.UDPAddr); ok {
+			h.Hdr.Name = (*byte)(unsafe.Pointer(&g.names[i]))
+			h.Hdr.Namelen = putSockaddr(&g.names[i], a, v4, scope)
+		}
+	}
+	return g.hdrs[:len(msgs)]
+}
+
+// clearMmsghdrs drops the pointers the last mmsghdrs left into the
+// packets' buffers.
+func (g *txGroup) clearMmsghdrs() {
+	clear(g.hdrs)
+	clear(g.iovs)
+}
+
+// putSockaddr writes a as a sockaddr_in (v4) or sockaddr_in6 into sa and
+// returns its length.
+func putSockaddr(sa *unix.RawSockaddrInet6, a *net.UDPAddr, v4 bool, scope uint32) uint32 {
+	if v4 {
+		s4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		*s4 = unix.RawSockaddrInet4{Family: unix.AF_INET}
+		copy(s4.Addr[:], a.IP.To4())
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&s4.Port))[:], uint16(a.Port))
+		return unix.SizeofSockaddrInet4
+	}
+	*sa = unix.RawSockaddrInet6{Family: unix.AF_INET6}
+	copy(sa.Addr[:], a.IP.To16())
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], uint16(a.Port))
+	if a.Zone != "" {
+		sa.Scope_id = scope
+	}
+	return unix.SizeofSockaddrInet6
+}
+
+// grown returns s with length n, reallocated only when its capacity is
+// short.
+func grown[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/2)
+	}
+	return s[:n]
 }
 
 // frames returns how many datagrams msgs [i, i+n) carry (segs nil: one

@@ -13,8 +13,6 @@ import (
 	"syscall"
 
 	"golang.org/x/net/bpf"
-	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
 	"github.com/irdma-emu/irdma-emu/emu/wire"
@@ -32,8 +30,7 @@ type udpSock struct {
 	port uint16
 	conn *net.UDPConn
 	raw  syscall.RawConn
-	v4   *ipv4.PacketConn // sendmmsg for IPv4 (x/net WriteBatch)
-	v6   *ipv6.PacketConn // ... for IPv6
+	v4   bool // an IPv4 socket: its destinations are sockaddr_in
 
 	// noGSO is set once the kernel refused a GSO send from this socket
 	// (gso.go gsoFallback).
@@ -69,13 +66,7 @@ func openUDP(addr netip.Addr, zone string, bufSize int, discard bool) (*udpSock,
 		conn.Close()
 		return nil, fmt.Errorf("udp: socket options on %v: %w", ap, serr)
 	}
-	s := &udpSock{addr: addr, port: wire.RoCEv2Port, conn: conn, raw: raw}
-	if addr.Is6() {
-		s.v6 = ipv6.NewPacketConn(conn)
-	} else {
-		s.v4 = ipv4.NewPacketConn(conn)
-	}
-	return s, nil
+	return &udpSock{addr: addr, port: wire.RoCEv2Port, conn: conn, raw: raw, v4: addr.Is4()}, nil
 }
 
 func setUDPOptions(fd int, v6 bool, bufSize int, discard bool) error {
