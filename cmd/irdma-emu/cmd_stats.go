@@ -226,8 +226,8 @@ func writeCounters(b *strings.Builder, c daemon.Counters) {
 	fmt.Fprintf(b, "  %-4s %14s %16s\n", "", "packets", "bytes")
 	fmt.Fprintf(b, "  %-4s %14d %16d\n", "tx", c.TxPackets, c.TxBytes)
 	fmt.Fprintf(b, "  %-4s %14d %16d\n", "rx", c.RxPackets, c.RxBytes)
-	fmt.Fprintf(b, "  retransmissions %d, timeouts %d, RNR retries %d, out-of-sequence %d, duplicate requests %d\n",
-		c.Retransmissions, c.Timeouts, c.RNRRetries, c.OutOfSequence, c.DuplicateRequests)
+	fmt.Fprintf(b, "  retransmissions %d, timeouts %d, window cuts %d, RNR retries %d, out-of-sequence %d, duplicate requests %d\n",
+		c.Retransmissions, c.Timeouts, c.WindowCuts, c.RNRRetries, c.OutOfSequence, c.DuplicateRequests)
 	fmt.Fprintf(b, "  acks sent %d (coalesced %d), read replays %d, atomic replays %d of %d duplicates, tx stalls %d, fatal errors %d\n",
 		c.AcksSent, c.AcksCoalesced, c.ReadReplays, c.AtomicReplays, c.AtomicDuplicates, c.TxStalls, c.FatalErrors)
 	fmt.Fprintf(b, "  wqes: sq %d, rq %d; cqes %d\n", c.SQWQEs, c.RQWQEs, c.CQEs)

@@ -117,6 +117,7 @@ const (
 	CntICRCUnverifiable              // ICRC the link could not check (accepted)
 	CntICRCFailed                    // ICRC mismatch (dropped, also in Drops)
 	CntICRCInDevice                  // frames the device delivered to itself: no ICRC computed or checked
+	CntWindowCuts                    // requester windows halved by a loss (window.go)
 	NumCounts
 )
 
@@ -151,6 +152,7 @@ type CounterSnapshot struct {
 	ICRCVerified, ICRCLinkGood             uint64
 	ICRCUnverifiable, ICRCFailed           uint64
 	ICRCInDevice                           uint64
+	WindowCuts                             uint64
 	Drops                                  [NumDropReasons]uint64
 }
 
@@ -181,6 +183,7 @@ func (c *Counters) Snapshot() CounterSnapshot {
 		ICRCUnverifiable: c.Get(CntICRCUnverifiable),
 		ICRCFailed:       c.Get(CntICRCFailed),
 		ICRCInDevice:     c.Get(CntICRCInDevice),
+		WindowCuts:       c.Get(CntWindowCuts),
 	}
 	for i := range s.NAKsSent {
 		s.NAKsSent[i] = c.NAKsSent[i].Load()
@@ -218,6 +221,7 @@ func (s *CounterSnapshot) Add(o CounterSnapshot) {
 	s.ICRCUnverifiable += o.ICRCUnverifiable
 	s.ICRCFailed += o.ICRCFailed
 	s.ICRCInDevice += o.ICRCInDevice
+	s.WindowCuts += o.WindowCuts
 	for i := range s.NAKsSent {
 		s.NAKsSent[i] += o.NAKsSent[i]
 		s.NAKsRcvd[i] += o.NAKsRcvd[i]

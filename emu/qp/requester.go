@@ -92,6 +92,13 @@ type requester struct {
 	// provokes do not start retries of their own.
 	retrying bool
 
+	// cwnd is the window in force, in PSNs (window.go), ssthresh where
+	// its doubling stops; cwndAcc counts the PSNs acknowledged towards its
+	// next step up above ssthresh, from lastUna, una at the last progress.
+	cwnd, ssthresh uint32
+	cwndAcc        uint32
+	lastUna        wire.PSN
+
 	sinceAckReq int
 	started     bool
 	more        bool
@@ -116,6 +123,7 @@ func (r *requester) start(t *Transport) {
 	r.nextPSN = wire.PSN(t.attrs.PSNNext) & wire.PSNMask
 	r.una, r.maxSent = r.nextPSN, r.nextPSN
 	r.resetRetries(t)
+	r.windowOpen(t)
 }
 
 func (r *requester) resetRetries(t *Transport) {

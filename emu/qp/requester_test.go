@@ -57,22 +57,23 @@ func TestRequesterAckReqEvery(t *testing.T) {
 		pkt{wire.RCRDMAWriteLast, startPSN.Add(4), true, 0, 1024})
 }
 
-// TestRequesterWindow: no more than MaxUnackedPSNs PSNs outstanding; an
-// ACK opens the window.
+// TestRequesterWindow: no more than MaxUnackedPSNs PSNs outstanding; the
+// packet that fills the window asks for an ACK, and an ACK opens the
+// window.
 func TestRequesterWindow(t *testing.T) {
 	r := newRig(t, qp.Tunables{MaxUnackedPSNs: 3}, nil)
 	r.postSQ(opWrite, 0, 0x1000, 0x99, uint64(r.mr), 6*1024)
 	r.run()
 	f := r.expect("window", pkt{wire.RCRDMAWriteFirst, startPSN, false, 0, 1024},
 		pkt{wire.RCRDMAWriteMiddle, startPSN.Add(1), false, 0, 1024},
-		pkt{wire.RCRDMAWriteMiddle, startPSN.Add(2), false, 0, 1024})
+		pkt{wire.RCRDMAWriteMiddle, startPSN.Add(2), true, 0, 1024})
 	if reth := f[0].Packet.RETH; reth.VA() != 0x1000 || reth.RKey() != 0x99 || reth.DMALen() != 6*1024 {
 		t.Fatalf("RETH %+v", reth.Fields())
 	}
 	r.inject(ack(startPSN.Add(1)), nil)
 	r.run()
 	r.expect("after ACK", pkt{wire.RCRDMAWriteMiddle, startPSN.Add(3), false, 0, 1024},
-		pkt{wire.RCRDMAWriteMiddle, startPSN.Add(4), false, 0, 1024})
+		pkt{wire.RCRDMAWriteMiddle, startPSN.Add(4), true, 0, 1024})
 }
 
 // TestRequesterSequenceNAK: a PSN sequence NAK acknowledges what is
@@ -281,5 +282,50 @@ func TestRequesterSuspend(t *testing.T) {
 	r.expect("no retransmission while suspended")
 	if c := r.counters(); c.Timeouts != 0 {
 		t.Fatalf("timeouts %d", c.Timeouts)
+	}
+}
+
+// TestRequesterWindowLoss: a go-back-N that a loss starts halves the
+// window (window.go) — after a PSN sequence NAK the requester sends half
+// a window again, not a whole one — acknowledgements open it again, and
+// an RNR NAK, which is the receiver's state and not a loss, cuts nothing.
+func TestRequesterWindowLoss(t *testing.T) {
+	r := newRig(t, qp.Tunables{MaxUnackedPSNs: 64, RTO: rto}, nil)
+	// Two 64 KiB WRITEs: PSNs 0–63 and 64–127 at a 1 KiB MTU.
+	r.postSQ(opWrite, 0, 0x1000, 0x99, uint64(r.mr), 64*1024)
+	r.postSQ(opWrite, 0, 0x1000, 0x99, uint64(r.mr), 64*1024)
+	// psns checks the PSNs sent, and that the last one, which fills the
+	// window, asks for an ACK: a window of middle packets (a loss can
+	// leave one below AckReqEvery) would otherwise wait for the timer.
+	psns := func(what string, first, n int) {
+		t.Helper()
+		got := r.sent()
+		if len(got) != n {
+			t.Fatalf("%s: %d packets, want %d", what, len(got), n)
+		}
+		for i, f := range got {
+			if psn := f.Packet.BTH.PSN(); psn != startPSN.Add(uint32(first+i)) {
+				t.Fatalf("%s: packet %d has PSN %#x, want %#x", what, i, psn, startPSN.Add(uint32(first+i)))
+			}
+		}
+		if !got[n-1].Packet.BTH.AckReq() {
+			t.Fatalf("%s: the packet that fills the window does not ask for an ACK", what)
+		}
+	}
+	r.run()
+	psns("the whole window", 0, 64)
+	r.inject(nak(startPSN.Add(10), wire.NAKSyndrome(wire.NAKPSNSequenceError)), nil)
+	r.run()
+	psns("after a sequence NAK: half the window from the NAKed PSN", 10, 32)
+	// 32 PSNs acknowledged in a window of 32: it opens by one.
+	r.inject(ack(startPSN.Add(41)), nil)
+	r.run()
+	psns("after the ACK", 42, 33)
+	r.inject(nak(startPSN.Add(42), wire.RNRNAKSyndrome(6)), nil) // 80 µs
+	r.run()
+	r.advance(80 * time.Microsecond)
+	psns("after an RNR wait: the same window", 42, 33)
+	if c := r.counters(); c.WindowCuts != 1 || c.NAKsRcvd[qp.NAKRNR] != 1 {
+		t.Errorf("window cuts %d, RNR NAKs %d; want 1, 1", c.WindowCuts, c.NAKsRcvd[qp.NAKRNR])
 	}
 }

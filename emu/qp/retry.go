@@ -10,6 +10,7 @@ import "github.com/irdma-emu/irdma-emu/emu/wire"
 // progress follows an acknowledgement that moved una: the retry counts
 // start again, and the retransmission timer restarts or stops.
 func (r *requester) progress(t *Transport, ctx *Ctx) {
+	r.windowGrow(t)
 	r.resetRetries(t)
 	r.retrying = false
 	if r.inflight > 0 {
@@ -65,6 +66,7 @@ func (r *requester) retry(t *Transport, ctx *Ctx) bool {
 		r.retryLeft--
 	}
 	r.rewind(r.una)
+	r.windowCut(t, ctx)
 	r.rto.arm(t.dp.Clock, ctx.now, t.rto())
 	return true
 }

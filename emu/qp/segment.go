@@ -21,14 +21,14 @@ func (r *requester) segment(t *Transport, ctx *Ctx, e *sqEntry, w *SQWQE, budget
 		// cut short by an ACK left nextPSN at.
 		r.nextPSN = r.maxSent
 	}
-	win := int32(t.dp.Tun.MaxUnackedPSNs)
+	win := r.window(t)
 	for e.kind == kindSendWr && r.sendPkt < e.npkts || e.kind != kindSendWr && r.sendPkt == 0 {
 		if *budget <= 0 {
 			r.more = true
 			return sent, false
 		}
 		if r.nextPSN.Diff(r.una) >= win {
-			return sent, false // window full (Tunables.MaxUnackedPSNs)
+			return sent, false // window full (window.go)
 		}
 		if !e.started && e.kind != kindSendWr && r.readsOut >= int(t.attrs.ORD) {
 			return sent, false // ORD outstanding READ/atomics
@@ -77,11 +77,15 @@ func (r *requester) countSent(t *Transport, ctx *Ctx, psn wire.PSN) {
 	}
 }
 
-// ackReq decides AckReq: on a message's last packet and on every
-// AckReqEvery-th packet (rxe_req.c: RXE_MAX_PKT_PER_ACK).
-func (r *requester) ackReq(t *Transport, last bool) bool {
+// ackReq decides AckReq for the packet with PSN psn: on a message's last
+// packet, on every AckReqEvery-th packet (rxe_req.c: RXE_MAX_PKT_PER_ACK),
+// and on the packet that fills the window — rxe's window (128) is never
+// below its AckReq period (64), ours can be after a loss (window.go), and
+// a responder answers only AckReqs: without it a window of middle packets
+// would wait for the timer, again and again.
+func (r *requester) ackReq(t *Transport, psn wire.PSN, last bool) bool {
 	r.sinceAckReq++
-	if last || r.sinceAckReq >= t.dp.Tun.AckReqEvery {
+	if last || r.sinceAckReq >= t.dp.Tun.AckReqEvery || psn.Next().Diff(r.una) >= r.window(t) {
 		r.sinceAckReq = 0
 		return true
 	}
@@ -141,7 +145,7 @@ func (r *requester) sendSendWritePacket(t *Transport, ctx *Ctx, e *sqEntry, w *S
 	pf.BTH = wire.BTHFields{
 		Opcode: bop, PKey: t.pkey(), DestQP: t.attrs.DestQP, PSN: psn,
 		SE:     last && w.Solicited && (op.IsSend() || imm),
-		AckReq: r.ackReq(t, last),
+		AckReq: r.ackReq(t, psn, last),
 	}
 	pf.RETH = wire.RETHFields{VA: w.RemoteVA, RKey: w.RemoteSTag, DMALen: uint32(e.length)}
 	pf.ImmDt = wire.ImmDtFields{Imm: w.ImmData}
@@ -182,7 +186,7 @@ func (r *requester) sendReadRequest(t *Transport, ctx *Ctx, e *sqEntry, w *SQWQE
 	}
 	pf := &ctx.pf
 	pf.BTH = wire.BTHFields{Opcode: wire.RCRDMAReadRequest, PKey: t.pkey(), DestQP: t.attrs.DestQP, PSN: psn,
-		AckReq: r.ackReq(t, true)}
+		AckReq: r.ackReq(t, psn, true)}
 	pf.RETH = wire.RETHFields{VA: w.RemoteVA + got, RKey: w.RemoteSTag, DMALen: uint32(e.length - got)}
 	if !t.encode(ctx, p, 0) {
 		return false
@@ -213,7 +217,7 @@ func (r *requester) sendAtomic(t *Transport, ctx *Ctx, e *sqEntry, w *SQWQE) boo
 	}
 	pf := &ctx.pf
 	pf.BTH = wire.BTHFields{Opcode: bop, PKey: t.pkey(), DestQP: t.attrs.DestQP, PSN: e.firstPSN,
-		AckReq: r.ackReq(t, true)}
+		AckReq: r.ackReq(t, e.firstPSN, true)}
 	pf.AtomicETH = wire.AtomicETHFields{VA: w.RemoteVA, RKey: w.RemoteSTag, SwapAdd: w.Atomic.SwapAdd,
 		Compare: w.Atomic.Compare}
 	if !t.encode(ctx, p, 0) {

@@ -145,6 +145,8 @@ type Counters struct {
 	Retransmissions uint64 `json:"retransmissions"`
 	Timeouts        uint64 `json:"timeouts"`
 	RNRRetries      uint64 `json:"rnr_retries"`
+	// WindowCuts: requester windows halved by a loss (emu/qp window.go).
+	WindowCuts uint64 `json:"window_cuts"`
 	// NAKsSent and NAKsReceived are by kind: psn-seq, invalid-request,
 	// remote-access, remote-op, rnr.
 	NAKsSent          map[string]uint64 `json:"naks_sent"`
@@ -366,7 +368,7 @@ func sum(m map[string]uint64) uint64 {
 func counters(c qp.CounterSnapshot) Counters {
 	out := Counters{
 		TxPackets: c.TxPackets, TxBytes: c.TxBytes, RxPackets: c.RxPackets, RxBytes: c.RxBytes,
-		Retransmissions: c.Retransmits, Timeouts: c.Timeouts, RNRRetries: c.RNRWaits,
+		Retransmissions: c.Retransmits, Timeouts: c.Timeouts, RNRRetries: c.RNRWaits, WindowCuts: c.WindowCuts,
 		NAKsSent: map[string]uint64{}, NAKsReceived: map[string]uint64{},
 		OutOfSequence: c.OutOfSequence, DuplicateRequests: c.Duplicates,
 		ReadReplays: c.ReadReplays, AtomicReplays: c.AtomicReplays, AtomicDuplicates: c.AtomicDuplicates,

@@ -241,9 +241,14 @@ const (
 	// asks for timeout 14: 4.096 µs × 2^14 ≈ 67 ms).
 	DefaultHoldTimeout = time.Millisecond
 
-	// DefaultSocketBuffer holds about 1000 maximum-size RoCEv2 datagrams:
-	// a burst of several receive batches while the device is busy.
-	DefaultSocketBuffer = 4 << 20
+	// DefaultSocketBuffer holds about 4000 maximum-size RoCEv2 datagrams
+	// (the kernel charges each its truesize, more than its length): a burst
+	// of several receive batches while the device is busy, and the windows
+	// of several QPs streaming at once before their requesters halve them
+	// (emu/qp window.go). 4 MiB made sixteen 64 KiB WRITE streams lose
+	// 130 windows a run, 16 MiB 6–8 (docs/performance.md "The requester
+	// window"). Memory is charged only while datagrams wait.
+	DefaultSocketBuffer = 16 << 20
 
 	// maxBatch bounds BatchSize: sendmmsg and recvmmsg take at most
 	// UIO_MAXIOV (1024) messages per call.
