@@ -43,12 +43,13 @@ type Tunables struct {
 	// AckReqEvery sets AckReq on every Nth packet of a long message
 	// besides the last (rxe RXE_MAX_PKT_PER_ACK = 64). Default 64.
 	AckReqEvery int
-	// MaxUnackedPSNs is the requester window: no new packet goes out while
-	// the next PSN is this far ahead of the oldest unacknowledged one.
-	// Default 512: 2 MiB at a 4 KiB MTU, above the bandwidth-delay product
-	// of a daemon whose ACKs come back within a millisecond under load
-	// (rxe's RXE_MAX_UNACKED_PSNS, 128, held two daemons' 64 KiB WRITEs
-	// at three quarters of this: docs/performance.md "The requester
+	// MaxUnackedPSNs bounds the requester window: no new packet goes out
+	// while the next PSN is a window ahead of the oldest unacknowledged
+	// one, and the window, which loss halves (window.go), grows up to
+	// this. Default 512: 2 MiB at a 4 KiB MTU, above the bandwidth-delay
+	// product of a daemon whose ACKs come back within a millisecond under
+	// load (rxe's fixed RXE_MAX_UNACKED_PSNS, 128, held two daemons' 64 KiB
+	// WRITEs about 13 % lower: docs/performance.md "The requester
 	// window").
 	MaxUnackedPSNs uint32
 	// MaxOutstandingWQEs bounds the SQ WQEs fetched and not completed.
