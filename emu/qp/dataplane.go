@@ -45,12 +45,11 @@ type Tunables struct {
 	AckReqEvery int
 	// MaxUnackedPSNs bounds the requester window: no new packet goes out
 	// while the next PSN is a window ahead of the oldest unacknowledged
-	// one, and the window, which loss halves (window.go), grows up to
-	// this. Default 512: 2 MiB at a 4 KiB MTU, above the bandwidth-delay
-	// product of a daemon whose ACKs come back within a millisecond under
-	// load (rxe's fixed RXE_MAX_UNACKED_PSNS, 128, held two daemons' 64 KiB
-	// WRITEs about 13 % lower: docs/performance.md "The requester
-	// window").
+	// one, and the window, which loss halves (window.go), grows back up to
+	// this. Default 128, rxe's RXE_MAX_UNACKED_PSNS. 512 gave two daemons'
+	// 64 KiB WRITEs about 13 % more, but rxe in a slow guest then answered
+	// AckReqs up to 362 ms late and the requester timed out on packets
+	// that had arrived (docs/performance.md "The requester window").
 	MaxUnackedPSNs uint32
 	// MaxOutstandingWQEs bounds the SQ WQEs fetched and not completed.
 	// Default 256.
@@ -91,7 +90,7 @@ func DefaultTunables() Tunables {
 		RTO:                4096 * time.Nanosecond << 14,
 		RTOMinUnit:         100 * time.Microsecond,
 		AckReqEvery:        64,
-		MaxUnackedPSNs:     512,
+		MaxUnackedPSNs:     128,
 		MaxOutstandingWQEs: 256,
 		MinRNRTimer:        12,
 		TxBurst:            64,

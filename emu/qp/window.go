@@ -5,20 +5,19 @@ package qp
 // device that the path is full — the link drops what the receiver's
 // socket buffer cannot hold, where a RoCE fabric would pause (PFC) or
 // mark (ECN, for DCQCN) — so the window reacts to loss, as TCP's does
-// (RFC 5681 §3.1): it starts at initialWindow and doubles every round
-// trip (each PSN acknowledged opens it by one) up to
-// Tunables.MaxUnackedPSNs; each go-back-N a timeout or a NAK starts halves
-// it, down to minWindow, and from there each window's worth of PSNs
-// acknowledged opens it by one. One QP that loses nothing has the whole
-// window after two round trips; sixteen QPs with 512 PSNs each (32 MiB at
-// a 4 KiB MTU) overran a receiving socket's 4 MiB and went back a window
-// at a time, again and again (docs/performance.md "The requester
-// window"). An RNR NAK is the receiver's state, not the path's: it cuts
-// nothing.
+// (RFC 5681 §3.1): it starts at initialWindow (or the limit, if smaller)
+// and doubles every round trip (each PSN acknowledged opens it by one) up
+// to Tunables.MaxUnackedPSNs; each go-back-N a timeout or a NAK starts
+// halves it, down to minWindow, and from there each window's worth of
+// PSNs acknowledged opens it by one. Sixteen QPs with rxe's fixed 128
+// PSNs each (8 MiB at a 4 KiB MTU) overran a receiving socket's 4 MiB and
+// went back a window at a time; halving them on loss cut the
+// retransmissions tenfold (docs/performance.md "The requester window").
+// An RNR NAK is the receiver's state, not the path's: it cuts nothing.
 
 const (
-	// initialWindow is the window at RTS: rxe's fixed one
-	// (RXE_MAX_UNACKED_PSNS).
+	// initialWindow is the window at RTS when MaxUnackedPSNs allows more:
+	// rxe's fixed one (RXE_MAX_UNACKED_PSNS).
 	initialWindow = 128
 	// minWindow is the smallest window a loss leaves.
 	minWindow = 16
