@@ -74,15 +74,6 @@ func (fr *Framing) Set(ff *FrameFields) error {
 	return nil
 }
 
-// Len returns the length of the framing, the offset of the RoCEv2 packet
-// in the frames Encode builds; 0 before Set.
-func (fr *Framing) Len() int {
-	if !fr.set {
-		return 0
-	}
-	return fr.n
-}
-
 // Encode is EncodeFrame for the framing fr was set to: it writes the
 // framing and the transport headers of pf with room for payloadLen payload
 // bytes into b, fills f with views and returns the frame length — the same

@@ -9,16 +9,11 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
 	"github.com/irdma-emu/irdma-emu/emu/link"
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
-
-// The IPv4 and IPv6 message types are one type (x/net internal/socket),
-// so one slice serves both sockets (wireguard-go conn/bind_std.go).
-var _ ipv6.Message = ipv4.Message{}
 
 // txOOBSize holds the control messages a datagram carries: IP_TOS and
 // IP_TTL, or IPV6_TCLASS and IPV6_HOPLIMIT (CMSG_SPACE(sizeof(int)) each),
@@ -37,7 +32,7 @@ type txSlot struct {
 // txGroup collects the datagrams one socket sends in one call.
 type txGroup struct {
 	sock  *udpSock
-	msgs  []ipv4.Message // one per datagram, in order
+	msgs  []ipv4.Message // one per datagram, in order (either family: mmsghdrs makes the sockaddr)
 	slots []*txSlot
 
 	// What is sent (planSends): out[k] carries segs[k] datagrams from
