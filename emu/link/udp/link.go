@@ -197,7 +197,7 @@ func (l *Link) openAll(addrs []netip.Addr) ([]*rxRing, error) {
 		}
 	}
 	if l.mode.Recv == IOPacket {
-		ps, err := openPacketRecv(t.addrs(), l.bufSize)
+		ps, err := openPacketRecv(t.addrs(), l.bufSize, l.mode.WaitInPoller)
 		if err != nil {
 			return nil, err
 		}
@@ -218,7 +218,8 @@ func (l *Link) openAll(addrs []netip.Addr) ([]*rxRing, error) {
 // openAddr opens the UDP socket of one address and, in udp receive mode,
 // its receive ring.
 func (l *Link) openAddr(a netip.Addr) (*udpSock, *rxRing, error) {
-	s, err := openUDP(a, zoneOf(a, l.ifindex), l.bufSize, l.mode.Recv == IOPacket)
+	discard := l.mode.Recv == IOPacket // no ring reads it
+	s, err := openUDP(a, scopeOf(a, l.ifindex), l.bufSize, discard, l.mode.WaitInPoller && !discard)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -233,11 +234,12 @@ func (l *Link) openAddr(a netip.Addr) (*udpSock, *rxRing, error) {
 }
 
 func (l *Link) startRing(r *rxRing) {
-	if l.mode.WaitInPoller {
-		// As asked: the ring's goroutine parks in the Go poller.
-	} else if err := r.m.openWake(); err != nil {
-		// Out of descriptors: this ring waits in the Go poller.
-		l.log.Warn("udp: receive ring waits in the Go poller", zap.Error(err))
+	if !l.mode.WaitInPoller {
+		if err := r.m.openWake(); err != nil {
+			// Out of descriptors: the ring waits in ppoll on its
+			// socket alone and notices a stop within wakeCheck.
+			l.log.Warn("udp: receive ring has no wake eventfd", zap.Error(err))
+		}
 	}
 	l.wg.Add(1)
 	go r.run()
@@ -248,7 +250,7 @@ func (l *Link) closeSockets() {
 	if t := l.table.Load(); t != nil {
 		for i, s := range t.socks {
 			t.rings[i].stop()
-			s.conn.Close()
+			s.file.Close()
 		}
 	}
 	if l.prx != nil {
@@ -313,7 +315,7 @@ func (l *Link) SetAddrs(addrs []netip.Addr) error {
 	})
 	if err != nil {
 		for _, s := range opened {
-			s.conn.Close()
+			s.file.Close()
 		}
 		return err
 	}
@@ -323,8 +325,14 @@ func (l *Link) SetAddrs(addrs []netip.Addr) error {
 	}
 	for i, s := range old.socks {
 		if next.lookup(s.addr) == nil {
-			old.rings[i].stop()
-			s.conn.Close() // its ring, if any, exits and releases its buffers
+			r := old.rings[i]
+			r.stop()
+			s.file.Close() // its ring, if any, exits and releases its buffers
+			if r != nil {
+				// The socket is closed when the ring lets go of it:
+				// the address is free when SetAddrs returns.
+				<-r.done
+			}
 		}
 	}
 	return nil

@@ -3,7 +3,9 @@ package udp
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -12,9 +14,9 @@ import (
 // mmsg issues recvmmsg and sendmmsg on one socket through its RawConn,
 // with the callbacks bound once so that a call allocates nothing. A
 // receive ring's mmsg waits for datagrams in ppoll(2) on its own thread
-// (waitRecv); without a wake eventfd (openWake) recv parks in the Go
-// poller instead. x/net's ReadBatch would allocate a net.UDPAddr and its
-// IP for every datagram (internal/socket parseInetAddr; BenchmarkReadBatchXNet
+// (waitRecv), or, when the socket is in the Go poller (inPoller), parks
+// there. x/net's ReadBatch would allocate a net.UDPAddr and its IP for
+// every datagram (internal/socket parseInetAddr; BenchmarkReadBatchXNet
 // measures it); the receive path reads straight into preallocated
 // sockaddrs instead. Sending uses it too (sendVia): x/net's PacketConn
 // has no AF_PACKET socket to wrap, and its WriteBatch takes the socket's
@@ -30,18 +32,27 @@ type mmsg struct {
 	recvF func(fd uintptr) bool
 	sendF func(fd uintptr)
 
-	// wake ends waitRecv's ppoll (wakeUp) once the ring stops; -1: recv
-	// waits in the Go poller. Set before the ring's goroutine starts and
-	// cleared by it as it ends (closeWake), under wakeMu against wakeUp.
+	// inPoller: the socket is registered with the Go poller and recv
+	// parks there (Mode.WaitInPoller; sock_linux.go "Out of the poller").
+	inPoller bool
+	// wake ends waitRecv's ppoll (wakeUp) once the ring stops; -1: none
+	// could be opened, and waitRecv looks at stop every wakeCheck
+	// instead. Set before the ring's goroutine starts and cleared by it
+	// as it ends (closeWake), under wakeMu against wakeUp.
 	wakeMu sync.Mutex
 	wake   int
+	stop   atomic.Bool
 	woken  bool
 	pfd    [2]unix.PollFd
 	waitF  func(fd uintptr)
 }
 
-func newMmsg(raw syscall.RawConn) *mmsg {
-	m := &mmsg{raw: raw, wake: -1}
+// wakeCheck is how often a ring without a wake eventfd (out of
+// descriptors) looks whether it was stopped while it waits.
+var wakeCheck = unix.NsecToTimespec(int64(100 * time.Millisecond))
+
+func newMmsg(raw syscall.RawConn, inPoller bool) *mmsg {
+	m := &mmsg{raw: raw, inPoller: inPoller, wake: -1}
 	m.recvF = m.doRecv
 	m.sendF = m.doSend
 	m.waitF = m.waitRecv
@@ -53,7 +64,7 @@ func newMmsg(raw syscall.RawConn) *mmsg {
 // or the socket is closed.
 func (m *mmsg) recv(hdrs []unix.Mmsghdr) (int, error) {
 	m.hdrs, m.n, m.errno = hdrs, 0, 0
-	if m.wake >= 0 {
+	if !m.inPoller {
 		if err := m.raw.Control(m.waitF); err != nil {
 			return 0, err
 		}
@@ -76,9 +87,11 @@ func (m *mmsg) recv(hdrs []unix.Mmsghdr) (int, error) {
 // alternated pairs, p99 1 472–1 914 µs in the poller against 242–298 µs
 // here (docs/performance.md "Waiting for datagrams"). The price is
 // smaller receive batches under a stream (a 64 KiB WRITE stream: 3.0
-// datagrams per recvmmsg against 4.7, and 10 % less bandwidth). The
-// socket stays in the poller for the sends; Control holds it open while
-// the thread waits, so the ring is woken (wakeUp) before it is closed.
+// datagrams per recvmmsg against 4.7, and 10 % less bandwidth). Such a
+// socket is not in the poller at all (sock_linux.go "Out of the
+// poller"); Control holds it open while the thread waits, so the ring is
+// woken (wakeUp) before it is closed, and its descriptor is closed when
+// the wait lets go of it.
 
 // openWake makes recv wait in ppoll, woken by wakeUp.
 func (m *mmsg) openWake() error {
@@ -92,6 +105,7 @@ func (m *mmsg) openWake() error {
 
 // wakeUp ends a wait in ppoll and every later one: the ring stops.
 func (m *mmsg) wakeUp() {
+	m.stop.Store(true)
 	m.wakeMu.Lock()
 	defer m.wakeMu.Unlock()
 	if m.wake >= 0 {
@@ -112,19 +126,24 @@ func (m *mmsg) closeWake() {
 }
 
 // waitRecv reads like doRecv and, while there is nothing to read, waits in
-// ppoll on the socket and the wake eventfd.
+// ppoll on the socket and the wake eventfd (a negative descriptor, when
+// there is none, ppoll ignores).
 func (m *mmsg) waitRecv(fd uintptr) {
+	var timeout *unix.Timespec
+	if m.wake < 0 {
+		timeout = &wakeCheck
+	}
 	for !m.doRecv(fd) {
 		m.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 		m.pfd[1] = unix.PollFd{Fd: int32(m.wake), Events: unix.POLLIN}
-		if _, err := unix.Ppoll(m.pfd[:], nil, nil); err != nil && err != unix.EINTR {
+		if _, err := unix.Ppoll(m.pfd[:], timeout, nil); err != nil && err != unix.EINTR {
 			m.errno = unix.EIO
 			if en, ok := err.(syscall.Errno); ok {
 				m.errno = en
 			}
 			return
 		}
-		if m.pfd[1].Revents != 0 {
+		if m.pfd[1].Revents != 0 || m.stop.Load() {
 			m.woken = true
 			return
 		}

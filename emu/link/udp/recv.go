@@ -63,7 +63,8 @@ type rxRing struct {
 	extra   []*link.Packet // frames cut from one datagram after its first
 
 	stopped atomic.Bool
-	drops   uint32 // the last SO_RXQ_OVFL count seen
+	done    chan struct{} // closed when run returns
+	drops   uint32        // the last SO_RXQ_OVFL count seen
 }
 
 func newRxRing(l *Link, kind rxKind, s *udpSock, raw syscall.RawConn) *rxRing {
@@ -72,7 +73,7 @@ func newRxRing(l *Link, kind rxKind, s *udpSock, raw syscall.RawConn) *rxRing {
 		l:        l,
 		kind:     kind,
 		sock:     s,
-		m:        newMmsg(raw),
+		m:        newMmsg(raw, l.mode.WaitInPoller),
 		headroom: udpHeadroom,
 		iovOff:   udpHeadroom,
 		iovPer:   2,
@@ -83,6 +84,7 @@ func newRxRing(l *Link, kind rxKind, s *udpSock, raw syscall.RawConn) *rxRing {
 		posted:   make([]*link.Packet, n),
 		scratch:  new(link.Packet),
 		batch:    make([]*link.Packet, 0, n),
+		done:     make(chan struct{}),
 	}
 	if kind == rxPacket {
 		// SOCK_RAW: the link-layer header lands in front of the IP
@@ -181,6 +183,7 @@ func (r *rxRing) releasePosted() {
 // pause, so that a persistent one cannot spin a core.
 func (r *rxRing) run() {
 	defer r.l.wg.Done()
+	defer close(r.done)
 	defer r.releasePosted()
 	defer r.m.closeWake()
 	errs := 0

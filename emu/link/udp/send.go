@@ -384,7 +384,7 @@ func (l *Link) writeUDP(g *txGroup) {
 // device worker that serves other QPs.
 func (l *Link) sendMsgs(g *txGroup, msgs []ipv4.Message, segs []int) {
 	if g.mm == nil {
-		g.mm = newMmsg(nil)
+		g.mm = newMmsg(nil, false)
 	}
 	for i := 0; i < len(msgs); {
 		end := min(len(msgs), i+maxBatch)
@@ -513,7 +513,7 @@ func (l *Link) sent(n, want int, segs []int, i int) int {
 // writePacket sends the frames staged for the AF_PACKET socket.
 func (l *Link) writePacket(ctx *sendCtx) {
 	if ctx.pm == nil {
-		ctx.pm = newMmsg(l.ptx.raw)
+		ctx.pm = newMmsg(l.ptx.raw, false)
 	}
 	// The slices have stopped growing: point the headers at them now.
 	for i := range ctx.phdrs {

@@ -28,7 +28,7 @@ import (
 type udpSock struct {
 	addr netip.Addr // unmapped, no zone
 	port uint16
-	conn *net.UDPConn
+	file *os.File
 	raw  syscall.RawConn
 	v4   bool // an IPv4 socket: its destinations are sockaddr_in
 
@@ -42,31 +42,74 @@ type udpSock struct {
 // before it is queued: packet receive mode reads the same datagrams from
 // its AF_PACKET socket and needs this one only so that the kernel does not
 // answer them with port unreachable. (The drops show in the kernel's
-// UDP InErrors counter.)
-func openUDP(addr netip.Addr, zone string, bufSize int, discard bool) (*udpSock, error) {
-	network := "udp4"
-	if addr.Is6() {
-		network = "udp6"
+// UDP InErrors counter.) scope is the interface index of a link-local
+// IPv6 address (scopeOf).
+//
+// Only a socket a goroutine waits on in the Go poller (pollable: a receive
+// ring with WaitInPoller) is registered there (outOfPoller).
+func openUDP(addr netip.Addr, scope uint32, bufSize int, discard, pollable bool) (*udpSock, error) {
+	ap := netip.AddrPortFrom(addr, wire.RoCEv2Port)
+	if scope != 0 {
+		ap = netip.AddrPortFrom(addr.WithZone(strconv.FormatUint(uint64(scope), 10)), wire.RoCEv2Port)
 	}
-	ap := netip.AddrPortFrom(addr.WithZone(zone), wire.RoCEv2Port)
-	conn, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(ap))
+	var family int
+	var sa unix.Sockaddr
+	if addr.Is6() {
+		family, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: int(wire.RoCEv2Port), Addr: addr.As16(), ZoneId: scope}
+	} else {
+		family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(wire.RoCEv2Port), Addr: addr.As4()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|sockNonblock(pollable), 0)
 	if err != nil {
+		return nil, fmt.Errorf("udp: socket for %v: %w", ap, err)
+	}
+	if addr.Is6() {
+		// As net.ListenUDP("udp6") does: the socket is IPv6 only, so
+		// that an IPv4 address of the port gets its own socket.
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("udp: IPV6_V6ONLY on %v: %w", ap, err)
+		}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("udp: bind %v: %w", ap, err)
 	}
-	raw, err := conn.SyscallConn()
+	if err := setUDPOptions(fd, addr.Is6(), bufSize, discard); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("udp: socket options on %v: %w", ap, err)
+	}
+	f := os.NewFile(uintptr(fd), "udp "+ap.String())
+	raw, err := f.SyscallConn()
 	if err != nil {
-		conn.Close()
+		f.Close()
 		return nil, err
 	}
-	var serr error
-	if err := raw.Control(func(fd uintptr) { serr = setUDPOptions(int(fd), addr.Is6(), bufSize, discard) }); err != nil {
-		serr = err
+	return &udpSock{addr: addr, port: wire.RoCEv2Port, file: f, raw: raw, v4: addr.Is4()}, nil
+}
+
+// Out of the poller. The Go runtime registers every non-blocking
+// descriptor it wraps with its epoll instance, edge-triggered for reading
+// and writing, whether or not a goroutine ever waits on it. Each datagram
+// a socket sends then wakes the runtime thread blocked in epoll_wait when
+// the kernel frees it (sock_wfree → the socket's write-space callback), and
+// each frame an AF_PACKET socket receives wakes it beside the ring's own
+// ppoll (sock_def_readable): a thread woken to find no goroutine ready,
+// on a CPU a spinning program holds. Two daemons' ib_write_lat -s 8 had
+// 62–65 % of the runtime's wake-ups find nothing to run
+// (docs/performance.md "Sockets out of the poller"). The link never waits
+// in the poller for a send (sendmmsg with MSG_DONTWAIT; a full buffer is a
+// counted drop) nor, by default, for a receive (waitRecv): its sockets
+// are left in blocking mode, which os.NewFile does not register, and every
+// call on them passes MSG_DONTWAIT.
+
+// sockNonblock returns SOCK_NONBLOCK for a socket that waits in the
+// poller, 0 for one kept out of it.
+func sockNonblock(pollable bool) int {
+	if pollable {
+		return unix.SOCK_NONBLOCK
 	}
-	if serr != nil {
-		conn.Close()
-		return nil, fmt.Errorf("udp: socket options on %v: %w", ap, serr)
-	}
-	return &udpSock{addr: addr, port: wire.RoCEv2Port, conn: conn, raw: raw, v4: addr.Is4()}, nil
+	return 0
 }
 
 func setUDPOptions(fd int, v6 bool, bufSize int, discard bool) error {
@@ -175,8 +218,8 @@ func (p *packetSock) close() error { return p.file.Close() }
 
 // openPacket opens an AF_PACKET socket of type typ. It returns
 // ErrPacketNotAllowed when the process lacks CAP_NET_RAW.
-func openPacket(typ int) (int, error) {
-	fd, err := unix.Socket(unix.AF_PACKET, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+func openPacket(typ int, pollable bool) (int, error) {
+	fd, err := unix.Socket(unix.AF_PACKET, typ|sockNonblock(pollable)|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return -1, ErrPacketNotAllowed
@@ -209,8 +252,8 @@ func wrapPacket(fd int, name string) (*packetSock, error) {
 // arriving), and its filter passes only UDP to 4791 for the port's
 // addresses. The filter is attached before the bind so that nothing
 // unfiltered is ever queued.
-func openPacketRecv(addrs []netip.Addr, bufSize int) (*packetSock, error) {
-	fd, err := openPacket(unix.SOCK_RAW)
+func openPacketRecv(addrs []netip.Addr, bufSize int, pollable bool) (*packetSock, error) {
+	fd, err := openPacket(unix.SOCK_RAW, pollable)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +288,7 @@ func openPacketRecv(addrs []netip.Addr, bufSize int) (*packetSock, error) {
 // port's interface with protocol 0, so that it receives nothing and sends
 // frames exactly as the device built them (MACs, IP ID, UDP source port).
 func openPacketSend(ifindex, bufSize int) (*packetSock, error) {
-	fd, err := openPacket(unix.SOCK_RAW)
+	fd, err := openPacket(unix.SOCK_RAW, false)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +307,7 @@ func openPacketSend(ifindex, bufSize int) (*packetSock, error) {
 
 // canPacket reports whether the process may open AF_PACKET sockets.
 func canPacket() bool {
-	fd, err := openPacket(unix.SOCK_DGRAM)
+	fd, err := openPacket(unix.SOCK_DGRAM, false)
 	if err != nil {
 		return false
 	}
@@ -457,11 +500,11 @@ func interfaceFor(addr netip.Addr) (int, error) {
 	return 0, fmt.Errorf("udp: no interface holds %v", addr)
 }
 
-// zoneOf returns the IPv6 zone for addr on interface ifindex: the index
-// as a string for link-local addresses, "" otherwise.
-func zoneOf(addr netip.Addr, ifindex int) string {
+// scopeOf returns the IPv6 scope of addr on interface ifindex: the index
+// for link-local addresses, 0 otherwise.
+func scopeOf(addr netip.Addr, ifindex int) uint32 {
 	if addr.Is6() && addr.IsLinkLocalUnicast() && ifindex > 0 {
-		return strconv.Itoa(ifindex)
+		return uint32(ifindex)
 	}
-	return ""
+	return 0
 }
