@@ -80,8 +80,9 @@ func (e *Engine) runNow(en *entry) bool {
 		return false
 	}
 	more := tr.Run(&r.ctx)
+	r.transmit() // under the claim: see worker.transmit
 	tr.Unclaim()
-	r.flush()
+	e.runPending(&r.rx.pend)
 	r.ctx.Meter.Publish()
 	e.sched.inline.Add(1)
 	if !tr.Dead() && (more || tr.Pending() || !en.active.Load()) {

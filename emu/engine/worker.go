@@ -72,12 +72,24 @@ func (w *worker) send(p *link.Packet) {
 	}
 }
 
-// flush hands the batch to the link (which owns the packets from then on,
-// whatever happens to them), except the frames addressed to the device
-// itself, which go through the port's receive path here, after the link
-// has had the rest (loopback.go). Per-QP order holds: an RC QP's frames
-// all take one way, and each way keeps the order they were built in.
+// flush sends the batch (transmit) and runs the QPs its frames inside the
+// device woke (the port's pending list).
 func (w *worker) flush() {
+	w.transmit()
+	w.e.runPending(&w.rx.pend)
+}
+
+// transmit hands the batch to the link (which owns the packets from then
+// on, whatever happens to them), except the frames addressed to the device
+// itself, which go through the port's receive path into their QPs' inboxes
+// here, after the link has had the rest (loopback.go); the QPs they are for
+// wait in the pending list for flush or the caller. Per-QP order holds: an
+// RC QP's frames all take one way, and each way keeps the order they were
+// built in — provided the QP's claim is held until its frames are
+// transmitted: a Run that let go of the claim first could see the next Run
+// of its QP, on another goroutine, send later PSNs ahead of its own
+// (runEntry, runNow).
+func (w *worker) transmit() {
 	if len(w.tx) == 0 {
 		return
 	}
@@ -121,7 +133,6 @@ func (w *worker) flush() {
 		}
 	}
 	p.loop(&w.rx, local, mcast)
-	w.e.runPending(&w.rx.pend)
 	clear(w.tx)
 	w.tx = w.tx[:0]
 	clear(local)
@@ -159,8 +170,9 @@ func (w *worker) runEntry(en *entry) bool {
 	before := tr.Works()
 	more := tr.Run(&w.ctx)
 	did := tr.Works() != before
+	w.transmit() // under the claim: see transmit
 	tr.Unclaim()
-	w.flush()
+	w.e.runPending(&w.rx.pend)
 	w.ctx.Meter.Publish()
 	if tr.Dead() {
 		return did
