@@ -79,9 +79,9 @@ func (e *Engine) runNow(en *entry) bool {
 	if !tr.TryClaim() {
 		return false
 	}
+	r.cur = en
 	more := tr.Run(&r.ctx)
-	r.transmit() // under the claim: see worker.transmit
-	tr.Unclaim()
+	r.release(en)
 	e.runPending(&r.rx.pend)
 	r.ctx.Meter.Publish()
 	e.sched.inline.Add(1)

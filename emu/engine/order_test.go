@@ -2,7 +2,6 @@ package engine
 
 import (
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,106 +11,112 @@ import (
 	"github.com/irdma-emu/irdma-emu/emu/wire"
 )
 
-// claimSpy is a link end that looks, as each batch reaches it, whether
-// the QP that built the batch still holds its claim.
-type claimSpy struct {
+// slowSend is a link end whose Send of a frame with PSN hold waits until
+// the test lets it go — a send system call that takes its time — and
+// which records the PSN of every RC frame once it is on the wire.
+type slowSend struct {
 	*link.End
-	tr atomic.Pointer[qp.Transport]
+	hold    wire.PSN
+	inSend  chan struct{} // closed when that Send has started
+	release chan struct{} // closed by the test: that Send may finish
 
-	mu       sync.Mutex
-	sent     int // RC frames seen
-	released int // of those, handed over after the QP's claim was let go
+	mu   sync.Mutex
+	psns []wire.PSN
 }
 
-func (s *claimSpy) Send(pkts []*link.Packet) error {
-	if tr := s.tr.Load(); tr != nil {
-		s.mu.Lock()
-		for _, p := range pkts {
-			var f wire.Frame
-			if wire.ParseFrame(p.Data, &f) != nil || f.Packet.Opcode().Transport() != wire.TransportRC {
-				continue
-			}
-			s.sent++
-			if tr.TryClaim() {
-				s.released++
-				tr.Unclaim()
-			}
+func (s *slowSend) Send(pkts []*link.Packet) error {
+	var psns []wire.PSN
+	held := false
+	for _, p := range pkts {
+		var f wire.Frame
+		if wire.ParseFrame(p.Data, &f) == nil && f.Packet.Opcode().Transport() == wire.TransportRC {
+			psns = append(psns, f.Packet.BTH.PSN())
+			held = held || f.Packet.BTH.PSN() == s.hold
 		}
-		s.mu.Unlock()
 	}
-	return s.End.Send(pkts)
+	if held {
+		close(s.inSend)
+		<-s.release
+	}
+	err := s.End.Send(pkts)
+	s.mu.Lock()
+	s.psns = append(s.psns, psns...)
+	s.mu.Unlock()
+	return err
 }
 
-func (s *claimSpy) counts() (sent, released int) {
+func (s *slowSend) wire() []wire.PSN {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sent, s.released
+	return append([]wire.PSN(nil), s.psns...)
 }
 
-// TestTransmitUnderClaim: the frames a Run of a QP built reach the link
-// while the QP's claim is still held — on a worker (runEntry) and in a
-// run to completion (runNow). Once the claim is let go another goroutine
-// may run the QP and send its later PSNs; frames of the first Run sent
-// after that would reach the wire behind them (worker.transmit). The node's
-// RC QP answers a WRITE from the peer with an ACK, which the spy checks.
-func TestTransmitUnderClaim(t *testing.T) {
-	tests := []struct {
-		name    string
-		stepped bool
-	}{
-		{"worker", true},
-		{"run to completion", false},
+// TestTransmitOrder: the frames of a QP's runs reach the link in the
+// order the runs held the QP's claim (worker.go "Transmit order"). After a
+// first WRITE from the peer has been answered, a second comes to the node
+// while its worker is parked and is run to completion by the goroutine
+// that brought it (runNow), whose ACK is held up in the link's Send; a
+// third is put in the QP's inbox meanwhile and run by the worker
+// (runEntry). The third ACK must not overtake the second: a run that let
+// the claim go and sent without the QP's transmit lock would put PSN 2 on
+// the wire before PSN 1.
+func TestTransmitOrder(t *testing.T) {
+	pair, err := link.NewPair(link.PairConfig{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			pair, err := link.NewPair(link.PairConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { pair.Close() })
-			spy := &claimSpy{End: pair.A()}
-			var clk timing.Clock = timing.NewManual()
-			if !tc.stepped {
-				clk = timing.NewWall()
-			}
-			n := newNode(t, clk, Config{Stepped: tc.stepped, Workers: 1}, ipA, ipB, macB, spy)
-			spy.tr.Store(n.eng.transportFor(n.env.Dev.QPs().Get(n.rc.Spec.ID)))
-			if !tc.stepped {
-				waitRunParked(t, n.eng)
-			}
-			const writes = 8
-			pool := link.NewPool(0)
-			for i := range writes {
-				p := pool.Get()
-				frame := seedFrame(t, wire.PacketFields{
-					BTH:  wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, DestQP: n.rc.Spec.ID, PSN: wire.PSN(i), AckReq: true},
-					RETH: wire.RETHFields{VA: uint64(n.buf), RKey: n.stag, DMALen: 4}}, []byte{1, 2, 3, byte(i)})
-				p.Data = p.Buf()[:copy(p.Buf(), frame)]
-				p.ICRC = link.ICRCGood
-				n.eng.port.Receive([]*link.Packet{p})
-				if tc.stepped {
-					for n.eng.Poll() {
-					}
-				} else {
-					waitFor(t, "the ACK", func() bool { s, _ := spy.counts(); return s == i+1 })
-				}
-			}
-			sent, released := spy.counts()
-			if sent != writes || released != 0 {
-				t.Errorf("%d ACKs reached the link, %d of them after the QP's claim was let go; want %d and 0", sent, released, writes)
-			}
-			if inline := n.eng.Stats().Sched.Inline; !tc.stepped && inline == 0 {
-				t.Errorf("no run to completion: the case did not test runNow")
-			}
-		})
-	}
-}
+	t.Cleanup(func() { pair.Close() })
+	spy := &slowSend{End: pair.A(), hold: 1, inSend: make(chan struct{}), release: make(chan struct{})}
+	n := newNode(t, timing.NewWall(), Config{Workers: 1}, ipA, ipB, macB, spy)
+	tr := n.eng.transportFor(n.env.Dev.QPs().Get(n.rc.Spec.ID))
+	waitFor(t, "the worker to park", func() bool { return n.eng.Stats().Sched.Pollers == 0 })
 
-// waitRunParked waits until e's workers (wall clock) are parked, so that
-// the next packet is run to completion.
-func waitRunParked(t *testing.T, e *Engine) {
-	t.Helper()
-	waitFor(t, "the workers to park", func() bool { s := e.Stats().Sched; return s.Pollers == 0 })
+	pool := link.NewPool(0)
+	write := func(psn wire.PSN) *link.Packet {
+		p := pool.Get()
+		frame := seedFrame(t, wire.PacketFields{
+			BTH:  wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, DestQP: n.rc.Spec.ID, PSN: psn, AckReq: true},
+			RETH: wire.RETHFields{VA: uint64(n.buf), RKey: n.stag, DMALen: 4}}, []byte{1, 2, 3, byte(psn)})
+		p.Data = p.Buf()[:copy(p.Buf(), frame)]
+		p.ICRC = link.ICRCGood
+		return p
+	}
+	// The test goroutine and the one below are the link's receiver, one
+	// after the other (port.Receive has one caller at a time).
+	n.eng.port.Receive([]*link.Packet{write(0)})
+	waitFor(t, "the first ACK", func() bool { return len(spy.wire()) == 1 })
+	waitFor(t, "the worker to park again", func() bool { return n.eng.Stats().Sched.Pollers == 0 })
+	inline := n.eng.Stats().Sched.Inline
+
+	done := make(chan struct{})
+	go func() { defer close(done); n.eng.port.Receive([]*link.Packet{write(1)}) }()
+	select {
+	case <-spy.inSend:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second ACK never reached the link")
+	}
+	// The third WRITE, as the gate would hand it over, for the worker.
+	p := write(2)
+	if err := wire.ParseFrame(p.Data, &p.Frame); err != nil {
+		t.Fatal(err)
+	}
+	if !tr.Deliver(p) {
+		t.Fatal("the inbox refused the third WRITE")
+	}
+	tr.Wake()
+	// The worker's run has built its ACK once the QP counts three; give
+	// it time to reach the link, as it would without the transmit lock.
+	waitFor(t, "the third ACK to be built", func() bool { return tr.C.Get(qp.CntAcksSent) == 3 })
+	time.Sleep(20 * time.Millisecond)
+	close(spy.release)
+	<-done
+	waitFor(t, "the ACKs on the wire", func() bool { return len(spy.wire()) == 3 })
+	if got := spy.wire(); got[1] != 1 || got[2] != 2 {
+		t.Errorf("ACK PSNs on the wire %v; want [0 1 2]", got)
+	}
+	if runs := n.eng.Stats().Sched.Inline - inline; runs != 1 {
+		t.Errorf("%d runs to completion; the case wants the second WRITE run by the goroutine that brought it", runs)
+	}
 }
 
 // waitFor polls cond for up to 10 s.

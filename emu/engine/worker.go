@@ -29,6 +29,7 @@ type worker struct {
 	batch  int
 	run    []*entry
 	active []*entry
+	cur    *entry // the QP being run (runEntry, runNow): its frames are in tx
 
 	lastScan   time.Duration
 	lastWork   time.Duration // when a round or scan last made progress
@@ -72,11 +73,45 @@ func (w *worker) send(p *link.Packet) {
 	}
 }
 
-// flush sends the batch (transmit) and runs the QPs its frames inside the
-// device woke (the port's pending list).
+// flush sends the batch (transmit, in the QP's transmit order when a Run
+// fills it) and runs the QPs its frames inside the device woke (the
+// port's pending list).
 func (w *worker) flush() {
-	w.transmit()
+	if en := w.cur; en != nil {
+		en.tx.Lock()
+		w.transmit()
+		en.tx.Unlock()
+	} else {
+		w.transmit()
+	}
 	w.e.runPending(&w.rx.pend)
+}
+
+// Transmit order. A QP's runs follow one another in the order they took
+// its claim, and their frames must reach the wire in that order too: a
+// go-back-N burst overtaken by the frames of the run an ACK started
+// arrives behind later PSNs. A Run that let its claim go and then
+// transmitted could be overtaken so; one that transmitted and then let go
+// made the next run — the ACK that completes the WQE, often — wait out its
+// send system call, which cost two daemons' ib_write_lat and
+// ibv_rc_pingpong a hop's worth (docs/performance.md "Transmit order").
+// So each QP has a transmit lock (entry.tx): a run takes it before it lets
+// the claim go and transmits after, and a Run whose batch fills transmits
+// under it. The next run proceeds at once and waits only if it has frames
+// of its own to send before the previous send is done.
+
+// release lets the claim of en's QP go and transmits what its Run built,
+// in claim order ("Transmit order").
+func (w *worker) release(en *entry) {
+	w.cur = nil
+	if len(w.tx) == 0 {
+		en.tr.Unclaim()
+		return
+	}
+	en.tx.Lock()
+	en.tr.Unclaim()
+	w.transmit()
+	en.tx.Unlock()
 }
 
 // transmit hands the batch to the link (which owns the packets from then
@@ -84,11 +119,9 @@ func (w *worker) flush() {
 // itself, which go through the port's receive path into their QPs' inboxes
 // here, after the link has had the rest (loopback.go); the QPs they are for
 // wait in the pending list for flush or the caller. Per-QP order holds: an
-// RC QP's frames all take one way, and each way keeps the order they were
-// built in — provided the QP's claim is held until its frames are
-// transmitted: a Run that let go of the claim first could see the next Run
-// of its QP, on another goroutine, send later PSNs ahead of its own
-// (runEntry, runNow).
+// RC QP's frames all take one way, each way keeps the order they were
+// built in, and the batches of a QP's runs go in claim order ("Transmit
+// order").
 func (w *worker) transmit() {
 	if len(w.tx) == 0 {
 		return
@@ -168,10 +201,10 @@ func (w *worker) runEntry(en *entry) bool {
 		return false // the control plane holds it and wakes it when done
 	}
 	before := tr.Works()
+	w.cur = en
 	more := tr.Run(&w.ctx)
 	did := tr.Works() != before
-	w.transmit() // under the claim: see transmit
-	tr.Unclaim()
+	w.release(en)
 	w.e.runPending(&w.rx.pend)
 	w.ctx.Meter.Publish()
 	if tr.Dead() {
