@@ -28,7 +28,7 @@ import (
 // emulated functions share lo (docs/transport.md, "Several ports on one
 // machine"), and a frame to another one's 127.x address must reach it.
 
-// route is what flush does with one built frame.
+// route is what transmit does with one built frame.
 type route uint8
 
 const (
@@ -39,7 +39,7 @@ const (
 
 // frameDst returns the destination IP address of an Ethernet frame (one
 // 802.1Q tag skipped), IPv4 unmapped; false if the frame is not IPv4 or
-// IPv6 or too short to say. It reads fixed offsets only: flush calls it for
+// IPv6 or too short to say. It reads fixed offsets only: transmit calls it for
 // every frame.
 func frameDst(b []byte) (netip.Addr, bool) {
 	if len(b) < wire.EthernetSize {
@@ -70,7 +70,7 @@ func frameDst(b []byte) (netip.Addr, bool) {
 }
 
 // routeOf decides where a frame goes. own is the GID snapshot of this
-// flush; with no GIDs configured (an engine without a port model) nothing
+// transmit; with no GIDs configured (an engine without a port model) nothing
 // is looped back.
 func (p *port) routeOf(own []netip.Addr, frame []byte) route {
 	if len(own) == 0 {
@@ -178,7 +178,7 @@ func (p *port) loop(s *rxScratch, pkts []*link.Packet, mcast uint64) {
 	}
 	for _, pk := range pkts {
 		// No link carried it: the gate neither has an ICRC to check
-		// (flush computed one only for a capture) nor needs one.
+		// (transmit computed one only for a capture) nor needs one.
 		pk.Time, pk.ICRC, pk.Unsealed = now, link.ICRCInDevice, false
 		p.receive(s, pk)
 	}

@@ -93,8 +93,8 @@ func (w *worker) flush() {
 // arrives behind later PSNs. A Run that let its claim go and then
 // transmitted could be overtaken so; one that transmitted and then let go
 // made the next run — the ACK that completes the WQE, often — wait out its
-// send system call, which cost two daemons' ib_write_lat and
-// ibv_rc_pingpong a hop's worth (docs/performance.md "Transmit order").
+// send system call, tens of microseconds per iteration of two daemons'
+// ibv_rc_pingpong (docs/performance.md "Transmit order").
 // So each QP has a transmit lock (entry.tx): a run takes it before it lets
 // the claim go and transmits after, and a Run whose batch fills transmits
 // under it. The next run proceeds at once and waits only if it has frames
