@@ -530,9 +530,8 @@ type entry struct {
 	// active: in w.active. Only the worker changes it; a runner reads it
 	// (runNow hands a QP its worker has not seen to the worker).
 	active atomic.Bool
-	// tx orders the transmits of the QP's runs (worker.go "Transmit
-	// order").
-	tx sync.Mutex
+	// txq orders the transmits of the QP's runs (txorder.go).
+	txq txQueue
 }
 
 var _ qp.Scheduler = (*entry)(nil)

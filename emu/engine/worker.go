@@ -74,44 +74,15 @@ func (w *worker) send(p *link.Packet) {
 }
 
 // flush sends the batch (transmit, in the QP's transmit order when a Run
-// fills it) and runs the QPs its frames inside the device woke (the
-// port's pending list).
+// fills it: txorder.go) and runs the QPs its frames inside the device woke
+// (the port's pending list).
 func (w *worker) flush() {
 	if en := w.cur; en != nil {
-		en.tx.Lock()
-		w.transmit()
-		en.tx.Unlock()
+		w.transmitInOrder(en, false)
 	} else {
 		w.transmit()
 	}
 	w.e.runPending(&w.rx.pend)
-}
-
-// Transmit order. A QP's runs follow one another in the order they took
-// its claim, and their frames must reach the wire in that order too: a
-// go-back-N burst overtaken by the frames of the run an ACK started
-// arrives behind later PSNs. A Run that let its claim go and then
-// transmitted could be overtaken so; one that transmitted and then let go
-// made the next run — the ACK that completes the WQE, often — wait out its
-// send system call, tens of microseconds per iteration of two daemons'
-// ibv_rc_pingpong (docs/performance.md "Transmit order").
-// So each QP has a transmit lock (entry.tx): a run takes it before it lets
-// the claim go and transmits after, and a Run whose batch fills transmits
-// under it. The next run proceeds at once and waits only if it has frames
-// of its own to send before the previous send is done.
-
-// release lets the claim of en's QP go and transmits what its Run built,
-// in claim order ("Transmit order").
-func (w *worker) release(en *entry) {
-	w.cur = nil
-	if len(w.tx) == 0 {
-		en.tr.Unclaim()
-		return
-	}
-	en.tx.Lock()
-	en.tr.Unclaim()
-	w.transmit()
-	en.tx.Unlock()
 }
 
 // transmit hands the batch to the link (which owns the packets from then
@@ -120,8 +91,8 @@ func (w *worker) release(en *entry) {
 // here, after the link has had the rest (loopback.go); the QPs they are for
 // wait in the pending list for flush or the caller. Per-QP order holds: an
 // RC QP's frames all take one way, each way keeps the order they were
-// built in, and the batches of a QP's runs go in claim order ("Transmit
-// order").
+// built in, and the batches of a QP's runs go in claim order
+// (txorder.go).
 func (w *worker) transmit() {
 	if len(w.tx) == 0 {
 		return
