@@ -16,14 +16,15 @@ import (
 
 // TestRdmaCM runs testdata/cmcheck.c under the preload against a real
 // rdmacm.Provider (no CM: address resolution needs none): the fake
-// /dev/infiniband/rdma_cm, GET_EVENT's EAGAIN, EINTR and EFAULT, poll and
+// /dev/infiniband/rdma_cm, GET_EVENT's EAGAIN, EINTR and EFAULT, a
+// GET_EVENT waiting on while another thread closes the channel, poll and
 // epoll readiness, MIGRATE_ID by descriptor; and the channels are gone
 // when the program has closed them.
 func TestRdmaCM(t *testing.T) {
 	l := lib(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "cmcheck")
-	gcc(t, "-O2", "-Wall", "-Werror", "-o", bin, "testdata/cmcheck.c")
+	gcc(t, "-O2", "-Wall", "-Werror", "-pthread", "-o", bin, "testdata/cmcheck.c")
 	root := tree(t, dir)
 	ip := netip.MustParseAddr("127.0.0.1")
 	p, err := rdmacm.NewProvider(rdmacm.Config{Device: "irdma0", NodeGUID: 0x0200_00ff_fe00_0000,

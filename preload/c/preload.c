@@ -1136,6 +1136,20 @@ out:
 #define UCMA_MIGRATE_ID 18u
 #define UCMA_MIGRATE_FD_OFF (8 + 12) /* hdr, response, id, then fd */
 
+/* closed_wait is GET_EVENT's wait once another thread of the program has
+ * closed the channel under it (rping's main thread destroys its event
+ * channel while its cm thread waits for one more event, then exits): the
+ * kernel's wait holds the file and goes on (ucma_get_event), so this
+ * thread waits on too instead of reporting an error the program would act
+ * on — rping's cm thread exited 255 on an EAGAIN here, the -1 of a failed
+ * F_GETFL read as O_NONBLOCK. It ends with EINTR if poll reports one. */
+static ssize_t closed_wait(void)
+{
+	while (poll(NULL, 0, -1) < 0 && errno != EINTR)
+		;
+	return -EINTR;
+}
+
 /* cm_cmd sends one rdma_cm command. Two need the preload:
  *  - GET_EVENT blocks in the kernel until an event is queued: the daemon
  *    answers EAGAIN at once, and unless the program's descriptor is
@@ -1169,16 +1183,23 @@ static ssize_t cm_cmd(struct conn *c, int fd, const void *buf, size_t count)
 		return do_cmd(c, fd, mig, count);
 	}
 	for (;;) {
+		int fl;
+
 		r = do_cmd(c, fd, buf, count);
 		if (r != -EAGAIN || cmd != UCMA_GET_EVENT)
 			return r;
-		if (CALL_REAL(fcntl, fd, F_GETFL) & O_NONBLOCK)
+		fl = CALL_REAL(fcntl, fd, F_GETFL);
+		if (fl < 0)
+			return closed_wait();
+		if (fl & O_NONBLOCK)
 			return r;
 		pf.fd = fd;
 		pf.events = POLLIN;
 		pf.revents = 0;
 		if (poll(&pf, 1, -1) < 0)
 			return -errno;
+		if (pf.revents & POLLNVAL)
+			return closed_wait();
 	}
 }
 

@@ -2,13 +2,15 @@
  * rdma_ucm commands (no librdmacm): the fake character device, EAGAIN with
  * O_NONBLOCK, a blocked GET_EVENT ended by a signal (EINTR), poll and
  * epoll readiness following the event queue, MIGRATE_ID naming a channel
- * by descriptor, and a bad response pointer (EFAULT). Prints "ok" or dies
+ * by descriptor, a bad response pointer (EFAULT), and a GET_EVENT that
+ * waits on while another thread closes the channel. Prints "ok" or dies
  * with the failed check. argv[1]: an address of the device. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +71,23 @@ static ssize_t get_event(int fd, void *resp)
 }
 
 static void onalarm(int sig) { (void)sig; }
+
+/* waiter waits for an event on wfd; werr: -1 while it waits, then 0 or
+ * the errno it ended with. */
+static int wfd;
+static volatile int werr = -1;
+
+static void *waiter(void *arg)
+{
+	unsigned char ev[336];
+	ssize_t r;
+
+	(void)arg;
+	errno = 0;
+	r = get_event(wfd, ev);
+	werr = r == -1 ? errno : 0;
+	return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -143,6 +162,23 @@ int main(int argc, char **argv)
 	close(ep);
 	close(fd);
 	close(fd2);
+
+	/* Last: a channel the main thread closes while another thread waits
+	 * for an event on it, then the process exits (rping's teardown). The
+	 * kernel's wait holds the file and goes on until the exit ends the
+	 * thread; it reports nothing the program would act on. */
+	{
+		pthread_t th;
+
+		wfd = open("/dev/infiniband/rdma_cm", O_RDWR | O_CLOEXEC);
+		CHECK(wfd >= 0);
+		CHECK(pthread_create(&th, NULL, waiter, NULL) == 0);
+		usleep(200000);
+		CHECK(werr == -1);
+		close(wfd);
+		usleep(300000);
+		CHECK(werr == -1);
+	}
 	printf("ok\n");
-	return 0;
+	exit(0); /* with the waiter still waiting */
 }
