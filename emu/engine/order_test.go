@@ -58,8 +58,8 @@ func (s *slowSend) wire() []wire.PSN {
 // that brought it (runNow), whose ACK is held up in the link's Send; a
 // third is put in the QP's inbox meanwhile and run by the worker
 // (runEntry). The third ACK must not overtake the second: a run that let
-// the claim go and sent without the QP's transmit lock would put PSN 2 on
-// the wire before PSN 1.
+// the claim go and sent by itself, outside the QP's transmit queue, would
+// put PSN 2 on the wire before PSN 1.
 func TestTransmitOrder(t *testing.T) {
 	pair, err := link.NewPair(link.PairConfig{})
 	if err != nil {
@@ -105,7 +105,7 @@ func TestTransmitOrder(t *testing.T) {
 	}
 	tr.Wake()
 	// The worker's run has built its ACK once the QP counts three; give
-	// it time to reach the link, as it would without the transmit lock.
+	// it time to reach the link, as it would outside the transmit queue.
 	waitFor(t, "the third ACK to be built", func() bool { return tr.C.Get(qp.CntAcksSent) == 3 })
 	time.Sleep(20 * time.Millisecond)
 	close(spy.release)
