@@ -154,6 +154,7 @@ type Engine struct {
 	srcPoll sync.Mutex
 	srcRing func(qpid uint32) // ringFromSource
 	srcRang bool              // under srcPoll: the current poll rang a QP
+	srcInto *pending          // under srcPoll: where the current poll collects the QPs it rings, or nil
 	// pollers counts the workers that are not parked (stepped: 1 while
 	// Poll finds work, 0 once a Poll found nothing).
 	pollers atomic.Int32
@@ -312,7 +313,7 @@ func (e *Engine) Poll() bool {
 			did = true
 		}
 	}
-	if e.pollSources(false) {
+	if e.pollSources(false, nil) {
 		did = true
 	}
 	if !did && !e.cfg.Scan.Disabled {
@@ -324,9 +325,9 @@ func (e *Engine) Poll() bool {
 	}
 	switch {
 	case did && e.pollers.CompareAndSwap(0, 1):
-		e.syncSources()
+		e.syncSources(nil)
 	case !did && e.pollers.CompareAndSwap(1, 0):
-		if found, _ := e.syncSources(); found {
+		if found, _ := e.syncSources(nil); found {
 			did = true
 		}
 	}

@@ -69,8 +69,9 @@ func (e *Engine) schedStats() SchedStats {
 
 // pollSources polls every doorbell source once (if no other worker is at
 // it: a doorbell seen by one poller need not be seen by two) and reports
-// whether any rang.
-func (e *Engine) pollSources(wait bool) bool {
+// whether any rang. With into, the QPs rung are collected there for the
+// caller to run (inline.go) instead of being queued on their workers.
+func (e *Engine) pollSources(wait bool, into *pending) bool {
 	srcs := e.sources.Load()
 	if srcs == nil || len(*srcs) == 0 {
 		return false
@@ -80,11 +81,12 @@ func (e *Engine) pollSources(wait bool) bool {
 	} else if !e.srcPoll.TryLock() {
 		return false
 	}
-	e.srcRang = false
+	e.srcRang, e.srcInto = false, into
 	for _, s := range *srcs {
 		s.Poll(e.srcRing)
 	}
 	rang := e.srcRang
+	e.srcInto = nil
 	e.srcPoll.Unlock()
 	return rang
 }
@@ -103,6 +105,11 @@ func (e *Engine) ringFromSource(qpid uint32) {
 		return
 	}
 	e.srcRang = true // under srcPoll
+	if e.srcInto != nil {
+		tr.Ring()
+		e.srcInto.add(tr.Scheduler().(*entry))
+		return
+	}
 	tr.Doorbell()
 }
 
@@ -112,8 +119,9 @@ func (e *Engine) ringFromSource(qpid uint32) {
 // each decides from the counter's latest value, so the last call leaves
 // the right state whatever the interleaving. It reports whether the poll
 // after a Park found a doorbell (the QPs it rang are queued and their
-// workers kicked) and whether a source still wants polling with backoff.
-func (e *Engine) syncSources() (found, backoff bool) {
+// workers kicked, or with into collected there) and whether a source still
+// wants polling with backoff.
+func (e *Engine) syncSources(into *pending) (found, backoff bool) {
 	e.parkMu.Lock()
 	defer e.parkMu.Unlock()
 	park := e.pollers.Load() == 0
@@ -145,11 +153,47 @@ func (e *Engine) syncSources() (found, backoff bool) {
 	// The store of "parked" is behind us (Park's atomic stores are
 	// sequentially consistent); a poster that read "polling" stored its
 	// doorbell before, and this poll sees it.
-	if e.pollSources(true) {
+	if e.pollSources(true, into) {
 		e.sched.found.Add(1)
 		found = true
 	}
 	return found, e.backoff
+}
+
+// Polling while a batch is delivered. The link's receive goroutine counts
+// as a poller from the first frame of a batch until the QPs it ran inline
+// are done, so the contexts read "polling" meanwhile and a program's post
+// in that time writes no eventfd; the Park at the end polls the doorbell
+// pages once more and runs what it finds on the same goroutine. This is
+// the post a ping-pong makes on the data just delivered (ib_write_lat
+// spins on the buffer a WRITE fills, ibv_rc_pingpong on its receive
+// CQE): it lands while the receive goroutine still sends the ACK, and
+// goes out after it without the wake-up of the context's notification
+// reader — one wake-up of a daemon thread fewer on every one-way hop
+// (docs/performance.md "Polling while a batch is delivered"). The fence
+// pair is the workers' (syncSources): the Park's store before the last
+// poll, the program's doorbell store before its read of the word.
+func (e *Engine) beginBatch() {
+	if e.pollers.Add(1) == 1 {
+		e.syncSources(nil)
+	}
+}
+
+// endBatch ends what beginBatch began; with the last poller gone it parks
+// the sources and runs what the last poll found, on the caller's
+// goroutine, through p. A source that must be polled with backoff gets a
+// worker to arm its timer, as the last worker to park does.
+func (e *Engine) endBatch(p *pending) {
+	if e.pollers.Add(-1) != 0 {
+		return
+	}
+	found, backoff := e.syncSources(p)
+	if found {
+		e.runPending(p)
+	}
+	if backoff && !e.cfg.Scan.Disabled && len(e.workers) > 0 {
+		e.workers[0].kick()
+	}
 }
 
 // addSource tells a notifying source added while workers poll that they

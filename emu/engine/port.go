@@ -55,6 +55,9 @@ func (p *port) Receive(pkts []*link.Packet) {
 		}
 		return
 	}
+	if p.rx.pend.on {
+		p.e.beginBatch() // polling while the batch is delivered (park.go)
+	}
 	for _, pk := range pkts {
 		p.receive(&p.rx, pk)
 	}
@@ -62,6 +65,9 @@ func (p *port) Receive(pkts []*link.Packet) {
 	// Run to completion (inline.go): each QP that got packets runs here,
 	// once, if its worker is parked.
 	p.e.runPending(&p.rx.pend)
+	if p.rx.pend.on {
+		p.e.endBatch(&p.rx.pend)
+	}
 }
 
 // LinkStateChanged implements link.Receiver: the port state (ibv_query_port;

@@ -235,7 +235,7 @@ func (w *worker) loop() {
 	w.timer = clk.AfterFunc(math.MaxInt64, w.kick)
 	w.timer.Stop()
 	e.pollers.Add(1)
-	e.syncSources()
+	e.syncSources(nil)
 	idle := 0
 	for {
 		select {
@@ -245,7 +245,7 @@ func (w *worker) loop() {
 		}
 		now := clk.Now()
 		ran := w.round()
-		if e.pollSources(false) {
+		if e.pollSources(false, nil) {
 			ran = w.round() || ran
 		}
 		if ran {
@@ -316,11 +316,11 @@ func (w *worker) park(idle int) bool {
 	// means work for any of them is run by whoever brings it).
 	w.parked.Store(true)
 	if e.pollers.Add(-1) == 0 {
-		found, backoff := e.syncSources()
+		found, backoff := e.syncSources(nil)
 		if found {
 			w.parked.Store(false)
 			e.pollers.Add(1)
-			e.syncSources()
+			e.syncSources(nil)
 			return true
 		}
 		if backoff && !sc.Disabled {
@@ -338,7 +338,7 @@ func (w *worker) park(idle int) bool {
 	w.timer.Stop() // a kick before the backoff ran out: no stray wake-up later
 	e.sched.wakeups.Add(1)
 	e.pollers.Add(1)
-	e.syncSources()
+	e.syncSources(nil)
 	return true
 }
 
