@@ -45,6 +45,18 @@ func (s *slowSend) Send(pkts []*link.Packet) error {
 	return err
 }
 
+// writeTo returns, as received from the link with a good ICRC, a 4-byte
+// RDMA WRITE ONLY with AckReq to the node's RC QP at psn, into its buffer.
+func (n *node) writeTo(t *testing.T, pool *link.Pool, psn wire.PSN) *link.Packet {
+	p := pool.Get()
+	frame := seedFrame(t, wire.PacketFields{
+		BTH:  wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, DestQP: n.rc.Spec.ID, PSN: psn, AckReq: true},
+		RETH: wire.RETHFields{VA: uint64(n.buf), RKey: n.stag, DMALen: 4}}, []byte{1, 2, 3, byte(psn)})
+	p.Data = p.Buf()[:copy(p.Buf(), frame)]
+	p.ICRC = link.ICRCGood
+	return p
+}
+
 func (s *slowSend) wire() []wire.PSN {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -72,15 +84,7 @@ func TestTransmitOrder(t *testing.T) {
 	waitFor(t, "the worker to park", func() bool { return n.eng.Stats().Sched.Pollers == 0 })
 
 	pool := link.NewPool(0)
-	write := func(psn wire.PSN) *link.Packet {
-		p := pool.Get()
-		frame := seedFrame(t, wire.PacketFields{
-			BTH:  wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, DestQP: n.rc.Spec.ID, PSN: psn, AckReq: true},
-			RETH: wire.RETHFields{VA: uint64(n.buf), RKey: n.stag, DMALen: 4}}, []byte{1, 2, 3, byte(psn)})
-		p.Data = p.Buf()[:copy(p.Buf(), frame)]
-		p.ICRC = link.ICRCGood
-		return p
-	}
+	write := func(psn wire.PSN) *link.Packet { return n.writeTo(t, pool, psn) }
 	// The test goroutine and the one below are the link's receiver, one
 	// after the other (port.Receive has one caller at a time).
 	n.eng.port.Receive([]*link.Packet{write(0)})

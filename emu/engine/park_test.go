@@ -52,15 +52,7 @@ func TestPollingWhileDelivering(t *testing.T) {
 	n = newNode(t, timing.NewWall(), Config{Workers: 1}, ipA, ipB, macB, spy)
 	n.eng.AddDoorbellSource(src)
 	pool := link.NewPool(0)
-	write := func(psn wire.PSN) []*link.Packet {
-		p := pool.Get()
-		frame := seedFrame(t, wire.PacketFields{
-			BTH:  wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, DestQP: n.rc.Spec.ID, PSN: psn, AckReq: true},
-			RETH: wire.RETHFields{VA: uint64(n.buf), RKey: n.stag, DMALen: 4}}, []byte{1, 2, 3, byte(psn)})
-		p.Data = p.Buf()[:copy(p.Buf(), frame)]
-		p.ICRC = link.ICRCGood
-		return []*link.Packet{p}
-	}
+	write := func(psn wire.PSN) []*link.Packet { return []*link.Packet{n.writeTo(t, pool, psn)} }
 	// A first WRITE attaches the QP to the engine; its first run is its
 	// worker's.
 	spy.once.Do(func() {})
